@@ -1,0 +1,319 @@
+// Scenario data for the fake Codebuff backend, the capture script and the adapter tests.
+//
+// A scenario is plain data:
+//   description      what it demonstrates
+//   prompt           the user prompt the capture/test run passes to the adapter
+//   args             extra adapter flags (placed before the prompt)
+//   env              extra environment for the adapter run
+//   files            files that exist in the work directory before the run ({path: content})
+//   answers          stdin lines to write when an `ask_user` tool_call appears on stdout, in order;
+//                    each is an object without toolCallId (filled in from the tool_call)
+//   replies          ordered model replies for the root agent; each chat completion request of
+//                    the root agent consumes the next one
+//   subagentReplies  {<agent short id>: [replies]} for subagents (keyed by the agent the
+//                    request's codebuff_metadata.run_id was started for)
+//   failures         {me: {status, body?}}: /api/v1/me fails;
+//                    {chat: {status, body?, afterRequests?}}: chat completions fail
+//   expectedExit     the adapter's exit status
+//   continueWith     (continue only) {prompt}: a second run with --continue <first sessionId>
+// A reply: {text?: string[], reasoning?: string[], toolCalls?: [{id, name, input}], cost?: USD,
+//           finishReason?, stall?: true (send the chunks, then hold the stream open),
+//           status?/body? (answer this request with an HTTP error instead)}.
+// Once a queue is exhausted the backend answers SCRIPT_EXHAUSTED_REPLY so runs always end.
+
+/** The reply served when a scenario's script has run out. */
+export const SCRIPT_EXHAUSTED_REPLY = { text: ['done'], cost: 0.0001 }
+
+const ROOT_TOOLS = [
+  'write_file',
+  'str_replace',
+  'run_terminal_command',
+  'read_files',
+  'spawn_agents',
+  'ask_user',
+  'end_turn',
+]
+
+function rootAgent(id, displayName) {
+  return {
+    version: '0.0.1',
+    displayName,
+    // A non-Claude model id: the SDK would send Claude models straight to Anthropic when
+    // Claude OAuth credentials exist; this one always goes to the (fake) Codebuff backend.
+    model: `fake/${id}-model`,
+    toolNames: ROOT_TOOLS,
+    spawnableAgents: ['codebuff/helper@0.0.1'],
+    systemPrompt: `You are ${displayName}, a scripted test agent.`,
+    instructionsPrompt: 'Follow the user request.',
+    stepPrompt: '',
+  }
+}
+
+/** Agent definitions served at GET /api/v1/agents/codebuff/<id>/<version>. */
+export const AGENT_DEFINITIONS = {
+  base2: rootAgent('base2', 'Buffy (fake base2)'),
+  'base2-lite': rootAgent('base2-lite', 'Buffy Lite (fake)'),
+  'base2-max': rootAgent('base2-max', 'Buffy Max (fake)'),
+  'base2-plan': rootAgent('base2-plan', 'Buffy Plan (fake)'),
+  helper: {
+    version: '0.0.1',
+    displayName: 'Helper (fake)',
+    model: 'fake/helper-model',
+    toolNames: ['read_files', 'write_file', 'end_turn'],
+    spawnableAgents: [],
+    spawnerPrompt: 'Reads files and reports back.',
+    inputSchema: { prompt: { type: 'string', description: 'What to do' } },
+    systemPrompt: 'You are a scripted helper subagent.',
+    instructionsPrompt: 'Do what you are asked.',
+    stepPrompt: '',
+  },
+}
+
+const greetJs = "export function greet(name) {\n  return 'Hello ' + name\n}\n"
+
+export const scenarios = {
+  text: {
+    description: 'A plain text answer in several content chunks.',
+    prompt: 'Say hello.',
+    replies: [{ text: ['Hello', ' from', ' the fake', ' model.'], cost: 0.0042 }],
+    expectedExit: 0,
+  },
+
+  reasoning: {
+    description: 'Reasoning chunks, then text.',
+    prompt: 'Think, then answer.',
+    replies: [
+      {
+        reasoning: ['Let me think', ' about this', ' carefully.'],
+        text: ['The answer', ' is 4.'],
+        cost: 0.003,
+      },
+    ],
+    expectedExit: 0,
+  },
+
+  tools: {
+    description:
+      'One reply with parallel tool calls: write_file (new file), str_replace (existing file), ' +
+      'run_terminal_command (succeeds), str_replace on a missing file (errorMessage), and a ' +
+      'command exiting non-zero; then a final text.',
+    prompt: 'Edit the project.',
+    files: { 'src/greet.js': greetJs },
+    replies: [
+      {
+        text: ['I will edit', ' the files.'],
+        toolCalls: [
+          {
+            id: 'call_write',
+            name: 'write_file',
+            input: {
+              path: 'notes/todo.md',
+              instructions: 'Create a todo list',
+              content: '# TODO\n\n- write tests\n',
+            },
+          },
+          {
+            id: 'call_replace',
+            name: 'str_replace',
+            input: {
+              path: 'src/greet.js',
+              replacements: [{ old: "'Hello '", new: "'Hello, '" }],
+            },
+          },
+          {
+            id: 'call_cmd',
+            name: 'run_terminal_command',
+            input: { command: 'cat src/greet.js notes/todo.md', process_type: 'SYNC' },
+          },
+          {
+            id: 'call_replace_missing',
+            name: 'str_replace',
+            input: { path: 'missing.txt', replacements: [{ old: 'foo', new: 'bar' }] },
+          },
+          {
+            id: 'call_cmd_fail',
+            name: 'run_terminal_command',
+            input: { command: 'echo failing >&2; exit 3', process_type: 'SYNC' },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Edited', ' two files', ' and ran the commands.'], cost: 0.002 },
+    ],
+    expectedExit: 0,
+  },
+
+  subagent: {
+    description:
+      'spawn_agents of the helper subagent, which reads a file and answers; then the main ' +
+      "agent's final text.",
+    prompt: 'Ask the helper to read README.md.',
+    files: { 'README.md': '# Demo\n\nThis project greets people.\n' },
+    replies: [
+      {
+        text: ['Spawning', ' the helper.'],
+        toolCalls: [
+          {
+            id: 'call_spawn',
+            name: 'spawn_agents',
+            input: { agents: [{ agent_type: 'helper', prompt: 'Read README.md and summarise it.' }] },
+          },
+        ],
+        cost: 0.004,
+      },
+      { text: ['The helper', ' says the project', ' greets people.'], cost: 0.002 },
+    ],
+    subagentReplies: {
+      helper: [
+        {
+          text: ['Reading', ' the README.'],
+          toolCalls: [{ id: 'call_read', name: 'read_files', input: { paths: ['README.md'] } }],
+          cost: 0.001,
+        },
+        { text: ['The README', ' says this project greets people.'], cost: 0.001 },
+      ],
+    },
+    expectedExit: 0,
+  },
+
+  ask_user_single: {
+    description: 'ask_user with one single-select question, answered on stdin.',
+    prompt: 'Set up tests.',
+    replies: [
+      {
+        text: ['I need', ' to ask.'],
+        toolCalls: [
+          {
+            id: 'call_ask',
+            name: 'ask_user',
+            input: {
+              questions: [
+                {
+                  question: 'Which test framework should I use?',
+                  header: 'Tests',
+                  options: [
+                    { label: 'vitest', description: 'Fast, Vite-native' },
+                    { label: 'jest' },
+                  ],
+                },
+              ],
+            },
+          },
+        ],
+        cost: 0.002,
+      },
+      { text: ['Using', ' vitest.'], cost: 0.001 },
+    ],
+    answers: [{ type: 'ask_user_answer', answers: [{ questionIndex: 0, selectedOption: 'vitest' }] }],
+    expectedExit: 0,
+  },
+
+  ask_user_multi: {
+    description:
+      'ask_user with two questions, the second multiSelect; answered with otherText and selectedOptions.',
+    prompt: 'Configure the project.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_ask_multi',
+            name: 'ask_user',
+            input: {
+              questions: [
+                {
+                  question: 'Which package manager?',
+                  header: 'Packages',
+                  options: [{ label: 'npm' }, { label: 'pnpm' }, { label: 'yarn' }],
+                },
+                {
+                  question: 'Which checks should run?',
+                  header: 'Checks',
+                  options: [{ label: 'unit' }, { label: 'snapshot' }, { label: 'e2e' }],
+                  multiSelect: true,
+                },
+              ],
+            },
+          },
+        ],
+        cost: 0.002,
+      },
+      { text: ['Using bun', ' with unit and snapshot checks.'], cost: 0.001 },
+    ],
+    answers: [
+      {
+        type: 'ask_user_answer',
+        answers: [
+          { questionIndex: 0, otherText: 'bun' },
+          { questionIndex: 1, selectedOptions: ['unit', 'snapshot'] },
+        ],
+      },
+    ],
+    expectedExit: 0,
+  },
+
+  ask_user_timeout: {
+    description: 'ask_user that nobody answers: after the question timeout the tool returns skipped.',
+    prompt: 'Set up tests.',
+    env: { CODEBUFF_QUESTION_TIMEOUT_SECONDS: '1' },
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_ask_timeout',
+            name: 'ask_user',
+            input: {
+              questions: [
+                {
+                  question: 'Which test framework should I use?',
+                  options: [{ label: 'vitest' }, { label: 'jest' }],
+                },
+              ],
+            },
+          },
+        ],
+        cost: 0.002,
+      },
+      { text: ['No answer;', ' I will pick vitest.'], cost: 0.001 },
+    ],
+    expectedExit: 0,
+  },
+
+  continue: {
+    description:
+      'A first run (captured as continue_first) and a --continue run that carries its history.',
+    prompt: 'Remember the number 42.',
+    replies: [
+      { text: ['OK,', ' I will remember 42.'], cost: 0.001 },
+      { text: ['You asked me', ' to remember 42.'], cost: 0.001 },
+    ],
+    continueWith: { prompt: 'Which number did I mention?' },
+    expectedExit: 0,
+  },
+
+  payment_required: {
+    description: 'Chat completions answer 402: no error/finish from the SDK; the adapter reports out_of_credits.',
+    prompt: 'Say hello.',
+    failures: {
+      chat: {
+        status: 402,
+        body: { error: 'insufficient_credits', message: 'Insufficient credits. Please add credits.' },
+      },
+    },
+    expectedExit: 1,
+  },
+
+  auth_failed: {
+    description: '/api/v1/me answers 401: run() throws before any event; the adapter reports auth_failed.',
+    prompt: 'Say hello.',
+    failures: { me: { status: 401, body: { message: 'Invalid API key' } } },
+    expectedExit: 1,
+  },
+
+  // Not captured: used by tests for SIGTERM/SIGINT and --timeout.
+  stall: {
+    description: 'The first reply streams one chunk and then never finishes.',
+    prompt: 'Take your time.',
+    replies: [{ text: ['Working'], stall: true }],
+    capture: false,
+  },
+}

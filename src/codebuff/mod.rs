@@ -1,0 +1,18 @@
+//! The Codebuff side: the `PrintModeEvent` input model and `convert_codebuff`, which turns agent
+//! lines into universal events (`spec/codebuff-agent.md` §2–§4).
+//!
+//! Pure code: no I/O and no clock. The caller frames lines, passes them in, and stamps the
+//! resulting drafts with time and sequence.
+
+mod answer;
+mod convert;
+mod event;
+mod tools;
+
+pub use answer::{answer_line, skip_line, AnswerError};
+pub use convert::{CodebuffConverter, QuestionError, Stream, TurnOutcome};
+pub use event::{
+    DownloadEvent, ErrorEvent, FinishEvent, OtherEvent, ParseError, PrintModeEvent,
+    ReasoningDeltaEvent, StartEvent, SubagentEvent, TextEvent, ToolCallEvent, ToolProgressEvent,
+    ToolResultEvent, FORK_TYPES,
+};

@@ -1,0 +1,48 @@
+//! The `codebuffd` binary: parses arguments, runs the command, owns the only `process::exit`.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::process::ExitCode;
+
+use clap::Parser;
+use codebuffd::cli::{Cli, Command, ConvertArgs};
+use codebuffd::convert::{convert_stream, ConvertOptions};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Convert(args) => run_convert(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("codebuffd: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
+    let mut input: Box<dyn Read> = match &args.file {
+        None => Box::new(io::stdin().lock()),
+        Some(p) if p.as_os_str() == "-" => Box::new(io::stdin().lock()),
+        Some(p) => Box::new(
+            File::open(p).map_err(|e| anyhow::anyhow!("cannot open {}: {e}", p.display()))?,
+        ),
+    };
+    let options = ConvertOptions {
+        session_id: args.session_id,
+        prompt: args.prompt,
+        include_raw: args.include_raw,
+        max_line_bytes: args.max_line_bytes,
+        fixed_time: args.fixed_time,
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match convert_stream(&mut input, &mut out, &options) {
+        Ok(_) => Ok(()),
+        // A closed pipe (`| head`) is the reader's choice, not a failure.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

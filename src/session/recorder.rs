@@ -1,0 +1,51 @@
+//! Gives drafts their place in a session's log: dense sequence numbers, event ids, time, and
+//! the session ids of the envelope (`universal-events.md` §1, §3 rule 1).
+
+use crate::universal::{
+    EventData, EventDraft, SessionMetadata, SessionStartedData, UniversalEvent,
+};
+
+/// Stamps drafts of one session into envelopes. Pure: time is passed in.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    session_id: String,
+    next_sequence: u64,
+}
+
+impl Recorder {
+    /// A recorder for a session whose log already holds `recorded` events.
+    pub fn new(session_id: impl Into<String>, recorded: u64) -> Self {
+        Recorder {
+            session_id: session_id.into(),
+            next_sequence: recorded + 1,
+        }
+    }
+
+    /// The session's `session.started` draft (always event 1).
+    pub fn session_started(metadata: SessionMetadata) -> EventDraft {
+        EventDraft::synthetic(EventData::SessionStarted(SessionStartedData { metadata }))
+    }
+
+    /// The sequence the next event will get.
+    pub fn next_sequence(&self) -> u64 {
+        self.next_sequence
+    }
+
+    /// Places one draft at the next sequence.
+    pub fn record(
+        &mut self,
+        draft: EventDraft,
+        time: String,
+        native_session_id: Option<&str>,
+    ) -> UniversalEvent {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        UniversalEvent::from_draft(
+            draft,
+            sequence,
+            time,
+            self.session_id.clone(),
+            native_session_id.map(str::to_owned),
+        )
+    }
+}

@@ -1,0 +1,196 @@
+//! The `data` payloads of the universal event types (one struct per shape).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Cost, Item, StderrOutput};
+
+/// `session.started`: the session's settings, recorded once at creation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionStartedData {
+    pub metadata: SessionMetadata,
+}
+
+/// The settings a session was created with; keys sorted, `null` when unset.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionMetadata {
+    pub agent: Option<String>,
+    pub agent_mode: Option<String>,
+    pub model: Option<String>,
+    pub permission_mode: Option<String>,
+    pub variant: Option<String>,
+}
+
+/// `session.ended`: why the session is over; `message`, `exit_code` and `stderr` only for errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEndedData {
+    pub reason: SessionEndReason,
+    pub terminated_by: TerminatedBy,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<StderrOutput>,
+    /// **(ours)** the session's total cost.
+    pub cost: Cost,
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionEndReason {
+    Completed,
+    Error,
+    Terminated,
+}
+
+/// Who ended a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminatedBy {
+    Agent,
+    Daemon,
+}
+
+/// `turn.started` / `turn.ended`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnData {
+    pub phase: TurnPhase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<TurnMetadata>,
+}
+
+/// Whether a turn event opens or closes the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnPhase {
+    Started,
+    Ended,
+}
+
+/// **(ours)** How a turn ended, carried by `turn.ended.metadata`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnMetadata {
+    pub status: TurnStatus,
+    /// The turn's cost (zero when the run never reported one).
+    pub cost: Cost,
+    /// False when the run ended without reporting a cost (no `finish`).
+    pub cost_reported: bool,
+    /// The agent process's exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that killed the agent process, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The agent id the run's `finish` named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// A human-readable reason when the turn did not complete normally.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// **(ours)** The outcome of a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStatus {
+    Completed,
+    Failed,
+    TimedOut,
+    Cancelled,
+    Interrupted,
+}
+
+/// `item.started` / `item.completed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemEventData {
+    pub item: Item,
+}
+
+/// `item.delta`: a piece of an item's streamed content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemDeltaData {
+    pub item_id: String,
+    pub native_item_id: Option<String>,
+    pub delta: String,
+}
+
+/// `error`: an error the agent reported; does not by itself end the turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorData {
+    pub message: String,
+    pub code: Option<String>,
+    pub details: Option<Value>,
+}
+
+/// `permission.requested` / `permission.resolved`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionData {
+    pub permission_id: String,
+    pub action: String,
+    pub status: PermissionStatus,
+    pub metadata: Option<Value>,
+}
+
+/// The state of a permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionStatus {
+    Requested,
+    Accept,
+    AcceptForSession,
+    Reject,
+}
+
+/// `question.requested` / `question.resolved`: the agent asks the user (Codebuff's `ask_user`).
+///
+/// `prompt`/`options` describe the first question for compatibility; `questions` **(ours)** has
+/// every question in full and `answers` **(ours)** the answers, one list per question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionData {
+    pub question_id: String,
+    pub prompt: String,
+    pub options: Vec<String>,
+    pub response: Option<String>,
+    pub status: QuestionStatus,
+    pub questions: Vec<QuestionSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers: Option<Vec<Vec<String>>>,
+}
+
+/// One question of an `ask_user` call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionSpec {
+    pub question: String,
+    pub header: Option<String>,
+    pub options: Vec<QuestionOption>,
+    pub multi_select: bool,
+}
+
+/// One option of a question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuestionOption {
+    pub label: String,
+    pub description: Option<String>,
+}
+
+/// The state of a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionStatus {
+    Requested,
+    Answered,
+    Rejected,
+}
+
+/// `agent.unparsed`: an agent line the daemon could not understand; the line is the event's `raw`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentUnparsedData {
+    pub error: String,
+    pub location: String,
+    pub raw_hash: Option<String>,
+}

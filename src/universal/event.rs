@@ -1,0 +1,315 @@
+//! The event envelope and the union of all 13 event types.
+//!
+//! The envelope is serialized by hand so its keys come in the spec's order and `raw` can be
+//! left out (as `null`) when the client did not ask for it, without copying the event.
+
+use std::sync::Arc;
+
+use serde::de::Error as _;
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+use super::data::{
+    AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, QuestionData,
+    SessionEndedData, SessionStartedData, TurnData,
+};
+
+/// One recorded event: the envelope of `universal-events.md` §1 around an [`EventData`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct UniversalEvent {
+    /// `"evt_" + sequence`.
+    pub event_id: String,
+    /// Per session, dense, from 1.
+    pub sequence: u64,
+    /// RFC 3339 UTC with sub-second precision.
+    pub time: String,
+    pub session_id: String,
+    /// The agent's conversation id once known.
+    pub native_session_id: Option<String>,
+    /// True when the daemon made the event up (`source` is then `daemon`).
+    pub synthetic: bool,
+    pub data: EventData,
+    /// The agent line the event came from; served only when the client asks for it.
+    pub raw: Option<Arc<RawLine>>,
+}
+
+/// Who produced an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventSource {
+    Agent,
+    Daemon,
+}
+
+/// An event before the session has given it a place in its log: what converters produce.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventDraft {
+    pub data: EventData,
+    pub synthetic: bool,
+    pub raw: Option<Arc<RawLine>>,
+}
+
+impl EventDraft {
+    /// An event the daemon made up (lifecycle events, synthesized deltas, forced completions).
+    pub fn synthetic(data: EventData) -> Self {
+        EventDraft {
+            data,
+            synthetic: true,
+            raw: None,
+        }
+    }
+
+    /// An event converted from an agent line.
+    pub fn from_agent(data: EventData, raw: Option<Arc<RawLine>>) -> Self {
+        EventDraft {
+            data,
+            synthetic: false,
+            raw,
+        }
+    }
+}
+
+/// The agent's original line: parsed JSON kept verbatim, or the text of a non-JSON line.
+#[derive(Debug, Clone)]
+pub enum RawLine {
+    Json(Box<RawValue>),
+    Text(String),
+}
+
+impl PartialEq for RawLine {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (RawLine::Json(a), RawLine::Json(b)) => a.get() == b.get(),
+            (RawLine::Text(a), RawLine::Text(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Serialize for RawLine {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RawLine::Json(json) => json.serialize(serializer),
+            RawLine::Text(text) => serializer.serialize_str(text),
+        }
+    }
+}
+
+/// The type and `data` of an event: one variant per type of `universal-events.md` §2.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventData {
+    /// The session was created (always event 1, always synthetic).
+    SessionStarted(SessionStartedData),
+    /// The session is over: terminated, or the agent failed fatally.
+    SessionEnded(SessionEndedData),
+    /// A message began a turn (synthetic, before the user item).
+    TurnStarted(TurnData),
+    /// The turn is over: from the agent's `finish`, or from the daemon when the run did not finish.
+    TurnEnded(TurnData),
+    /// An item opened (it may then get deltas).
+    ItemStarted(ItemEventData),
+    /// A piece of streamed content of an open item.
+    ItemDelta(ItemDeltaData),
+    /// An item closed with its final content and status.
+    ItemCompleted(ItemEventData),
+    /// The agent reported an error; the turn goes on unless the run then fails.
+    Error(ErrorData),
+    /// The agent asks permission to act.
+    PermissionRequested(PermissionData),
+    /// A permission request was answered.
+    PermissionResolved(PermissionData),
+    /// The agent asks the user a question (Codebuff's `ask_user`).
+    QuestionRequested(QuestionData),
+    /// A question was answered or rejected (exactly once per request).
+    QuestionResolved(QuestionData),
+    /// An agent line that could not be understood; the line is the event's `raw`.
+    AgentUnparsed(AgentUnparsedData),
+}
+
+impl EventData {
+    /// The wire name of this event's type.
+    pub fn event_type(&self) -> &'static str {
+        match self {
+            EventData::SessionStarted(_) => "session.started",
+            EventData::SessionEnded(_) => "session.ended",
+            EventData::TurnStarted(_) => "turn.started",
+            EventData::TurnEnded(_) => "turn.ended",
+            EventData::ItemStarted(_) => "item.started",
+            EventData::ItemDelta(_) => "item.delta",
+            EventData::ItemCompleted(_) => "item.completed",
+            EventData::Error(_) => "error",
+            EventData::PermissionRequested(_) => "permission.requested",
+            EventData::PermissionResolved(_) => "permission.resolved",
+            EventData::QuestionRequested(_) => "question.requested",
+            EventData::QuestionResolved(_) => "question.resolved",
+            EventData::AgentUnparsed(_) => "agent.unparsed",
+        }
+    }
+
+    fn serialize_into<S: SerializeStruct>(&self, st: &mut S) -> Result<(), S::Error> {
+        match self {
+            EventData::SessionStarted(d) => st.serialize_field("data", d),
+            EventData::SessionEnded(d) => st.serialize_field("data", d),
+            EventData::TurnStarted(d) | EventData::TurnEnded(d) => st.serialize_field("data", d),
+            EventData::ItemStarted(d) | EventData::ItemCompleted(d) => {
+                st.serialize_field("data", d)
+            }
+            EventData::ItemDelta(d) => st.serialize_field("data", d),
+            EventData::Error(d) => st.serialize_field("data", d),
+            EventData::PermissionRequested(d) | EventData::PermissionResolved(d) => {
+                st.serialize_field("data", d)
+            }
+            EventData::QuestionRequested(d) | EventData::QuestionResolved(d) => {
+                st.serialize_field("data", d)
+            }
+            EventData::AgentUnparsed(d) => st.serialize_field("data", d),
+        }
+    }
+
+    /// Rebuilds the payload from its wire type name and `data` JSON.
+    pub fn from_parts(event_type: &str, data: &str) -> Result<EventData, serde_json::Error> {
+        use serde_json::from_str as p;
+        Ok(match event_type {
+            "session.started" => EventData::SessionStarted(p(data)?),
+            "session.ended" => EventData::SessionEnded(p(data)?),
+            "turn.started" => EventData::TurnStarted(p(data)?),
+            "turn.ended" => EventData::TurnEnded(p(data)?),
+            "item.started" => EventData::ItemStarted(p(data)?),
+            "item.delta" => EventData::ItemDelta(p(data)?),
+            "item.completed" => EventData::ItemCompleted(p(data)?),
+            "error" => EventData::Error(p(data)?),
+            "permission.requested" => EventData::PermissionRequested(p(data)?),
+            "permission.resolved" => EventData::PermissionResolved(p(data)?),
+            "question.requested" => EventData::QuestionRequested(p(data)?),
+            "question.resolved" => EventData::QuestionResolved(p(data)?),
+            "agent.unparsed" => EventData::AgentUnparsed(p(data)?),
+            other => {
+                return Err(serde_json::Error::custom(format!(
+                    "unknown event type `{other}`"
+                )))
+            }
+        })
+    }
+}
+
+impl UniversalEvent {
+    /// Places a draft in a session's log at `sequence`.
+    pub fn from_draft(
+        draft: EventDraft,
+        sequence: u64,
+        time: String,
+        session_id: String,
+        native_session_id: Option<String>,
+    ) -> Self {
+        UniversalEvent {
+            event_id: format!("evt_{sequence}"),
+            sequence,
+            time,
+            session_id,
+            native_session_id,
+            synthetic: draft.synthetic,
+            data: draft.data,
+            raw: draft.raw,
+        }
+    }
+
+    /// `daemon` iff synthetic.
+    pub fn source(&self) -> EventSource {
+        if self.synthetic {
+            EventSource::Daemon
+        } else {
+            EventSource::Agent
+        }
+    }
+
+    /// The event's wire type name.
+    pub fn event_type(&self) -> &'static str {
+        self.data.event_type()
+    }
+
+    /// A serializable view that writes `raw` only when `include_raw` (else `null`).
+    pub fn view(&self, include_raw: bool) -> EventView<'_> {
+        EventView {
+            event: self,
+            include_raw,
+        }
+    }
+
+    /// Compact JSON, as served over HTTP and SSE.
+    pub fn to_json(&self, include_raw: bool) -> String {
+        // Serializing plain data into a String cannot fail.
+        serde_json::to_string(&self.view(include_raw)).unwrap_or_default()
+    }
+}
+
+/// A borrowed envelope serialization with the `raw` policy decided by the reader.
+pub struct EventView<'a> {
+    event: &'a UniversalEvent,
+    include_raw: bool,
+}
+
+impl Serialize for EventView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let e = self.event;
+        let mut st = serializer.serialize_struct("UniversalEvent", 10)?;
+        st.serialize_field("event_id", &e.event_id)?;
+        st.serialize_field("sequence", &e.sequence)?;
+        st.serialize_field("time", &e.time)?;
+        st.serialize_field("session_id", &e.session_id)?;
+        st.serialize_field("native_session_id", &e.native_session_id)?;
+        st.serialize_field("synthetic", &e.synthetic)?;
+        st.serialize_field("source", &e.source())?;
+        st.serialize_field("type", e.data.event_type())?;
+        e.data.serialize_into(&mut st)?;
+        let raw = if self.include_raw {
+            e.raw.as_deref()
+        } else {
+            None
+        };
+        st.serialize_field("raw", &raw)?;
+        st.end()
+    }
+}
+
+impl Serialize for UniversalEvent {
+    /// Serializes with `raw` included (storage and `--include-raw`).
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.view(true).serialize(serializer)
+    }
+}
+
+#[derive(Deserialize)]
+struct WireEvent {
+    event_id: String,
+    sequence: u64,
+    time: String,
+    session_id: String,
+    native_session_id: Option<String>,
+    synthetic: bool,
+    #[serde(rename = "type")]
+    event_type: String,
+    data: Box<RawValue>,
+    raw: Option<Box<RawValue>>,
+}
+
+impl<'de> Deserialize<'de> for UniversalEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let w = WireEvent::deserialize(deserializer)?;
+        let data = EventData::from_parts(&w.event_type, w.data.get()).map_err(D::Error::custom)?;
+        let raw = w
+            .raw
+            .filter(|r| r.get() != "null")
+            .map(|r| Arc::new(RawLine::Json(r)));
+        Ok(UniversalEvent {
+            event_id: w.event_id,
+            sequence: w.sequence,
+            time: w.time,
+            session_id: w.session_id,
+            native_session_id: w.native_session_id,
+            synthetic: w.synthetic,
+            data,
+            raw,
+        })
+    }
+}

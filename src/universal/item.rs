@@ -1,0 +1,52 @@
+//! Items: the units of a conversation (messages, tool calls and results, status lines).
+
+use serde::{Deserialize, Serialize};
+
+use super::ContentPart;
+
+/// One conversation item as carried by `item.started` / `item.completed`.
+///
+/// `item_id` is the daemon's (`itm_N`, stable per session); `native_item_id` keeps the agent's own
+/// id (tool call id, subagent id, run id) so a client can correlate; `parent_id` is the `itm_N` of
+/// the subagent item this item belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub item_id: String,
+    pub native_item_id: Option<String>,
+    pub parent_id: Option<String>,
+    pub kind: ItemKind,
+    pub role: Option<ItemRole>,
+    pub content: Vec<ContentPart>,
+    pub status: ItemStatus,
+}
+
+/// What sort of item it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemKind {
+    Message,
+    ToolCall,
+    ToolResult,
+    System,
+    Status,
+    Unknown,
+}
+
+/// Who speaks in the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemRole {
+    User,
+    Assistant,
+    System,
+    Tool,
+}
+
+/// Where the item is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemStatus {
+    InProgress,
+    Completed,
+    Failed,
+}

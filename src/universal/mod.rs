@@ -1,0 +1,26 @@
+//! The universal event model: what the daemon records and serves (`spec/universal-events.md`).
+//!
+//! This module is the bottom of the crate's dependency graph: it depends on nothing else in the
+//! crate and does no I/O. Every type serializes exactly as the spec says (key order, snake_case,
+//! explicit `null` for absent optionals unless the spec says "omitted").
+
+mod content;
+mod cost;
+mod data;
+mod event;
+mod item;
+mod stderr;
+mod time;
+
+pub use content::{ContentPart, FileAction, ReasoningVisibility};
+pub use cost::Cost;
+pub use data::{
+    AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, PermissionStatus,
+    QuestionData, QuestionOption, QuestionSpec, QuestionStatus, SessionEndReason, SessionEndedData,
+    SessionMetadata, SessionStartedData, TerminatedBy, TurnData, TurnMetadata, TurnPhase,
+    TurnStatus,
+};
+pub use event::{EventData, EventDraft, EventSource, RawLine, UniversalEvent};
+pub use item::{Item, ItemKind, ItemRole, ItemStatus};
+pub use stderr::{StderrCollector, StderrOutput};
+pub use time::format_time;
