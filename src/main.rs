@@ -12,6 +12,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Convert(args) => run_convert(args),
+        Command::MockAgent(args) => {
+            return ExitCode::from(codebuffd::agent::mock::run(args));
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,7 +4,7 @@
 // back as `previousRun`. Files live under the state directory:
 //   $CODEBUFF_STATE_DIR, else $XDG_STATE_HOME/codebuffd/codebuff, else ~/.local/state/codebuffd/codebuff
 // and are written atomically (temporary file + rename). File format (ours, versioned):
-//   {"version":1,"sessionId":"…","savedAt":"…","injectedAgentIds":[…],"runState":{sessionState,output}}
+//   {"version":1,"sessionId":"…","savedAt":"…","runState":{sessionState?,output}}
 
 import fs from 'node:fs'
 import os from 'node:os'
@@ -45,7 +45,7 @@ export class StateStore {
     return isValidSessionId(sessionId) && fs.existsSync(this.fileFor(sessionId))
   }
 
-  /** Returns {runState, injectedAgentIds} or null when the session is unknown. Throws on a corrupt file. */
+  /** Returns the saved RunState, or null when the session is unknown. Throws on a corrupt file. */
   load(sessionId) {
     if (!isValidSessionId(sessionId)) return null
     let text
@@ -59,11 +59,11 @@ export class StateStore {
     if (!record || typeof record !== 'object' || record.version !== FORMAT_VERSION || !record.runState) {
       throw new Error(`unrecognised state file format in ${this.fileFor(sessionId)}`)
     }
-    return { runState: record.runState, injectedAgentIds: record.injectedAgentIds ?? [] }
+    return record.runState
   }
 
   /** Atomically writes the run state of a session. */
-  save(sessionId, runState, { injectedAgentIds = [] } = {}) {
+  save(sessionId, runState) {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 })
     const file = this.fileFor(sessionId)
     const tmp = `${file}.tmp-${process.pid}-${crypto.randomBytes(4).toString('hex')}`
@@ -71,7 +71,6 @@ export class StateStore {
       version: FORMAT_VERSION,
       sessionId,
       savedAt: new Date().toISOString(),
-      injectedAgentIds,
       runState,
     }
     const fd = fs.openSync(tmp, 'w', 0o600)

@@ -1,0 +1,204 @@
+// Process plumbing shared by the capture script and the adapter tests: start the fake backend,
+// prepare a scratch workspace, run bin/codebuff-agent.mjs against it (answering ask_user on
+// stdin), and make sure every process started here is gone afterwards.
+
+import { spawn } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const HERE = path.dirname(fileURLToPath(import.meta.url))
+export const ADAPTER_DIR = path.resolve(HERE, '..')
+export const ADAPTER_BIN = path.join(ADAPTER_DIR, 'bin', 'codebuff-agent.mjs')
+export const FAKE_BACKEND = path.join(HERE, 'fake-backend.mjs')
+
+/** Reads newline-separated lines from a stream, calling onLine for each complete line. */
+function onLines(stream, onLine) {
+  let buffer = ''
+  stream.setEncoding('utf8')
+  stream.on('data', (chunk) => {
+    buffer += chunk
+    let nl
+    while ((nl = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, nl)
+      buffer = buffer.slice(nl + 1)
+      onLine(line)
+    }
+  })
+  return () => buffer
+}
+
+function waitForExit(child, ms) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms)
+    child.once('exit', () => {
+      clearTimeout(timer)
+      resolve(true)
+    })
+  })
+}
+
+/** Kills a whole process group (created with detached:true); ignores groups already gone. */
+export function killGroup(pid, signal = 'SIGKILL') {
+  try {
+    process.kill(-pid, signal)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** True while any process of the group still exists. */
+export function groupAlive(pid) {
+  try {
+    process.kill(-pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Starts `node test/fake-backend.mjs --scenario NAME --port 0`.
+ * Returns {url, stop(), requests(), stderr()}.
+ */
+export async function startBackend(name) {
+  const child = spawn(process.execPath, [FAKE_BACKEND, '--scenario', name, '--port', '0'], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
+  })
+  let stderr = ''
+  child.stderr.setEncoding('utf8')
+  child.stderr.on('data', (c) => {
+    stderr += c
+  })
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`fake backend did not start:\n${stderr}`)), 10_000)
+    onLines(child.stdout, (line) => {
+      clearTimeout(timer)
+      try {
+        resolve(JSON.parse(line).url)
+      } catch (error) {
+        reject(error)
+      }
+    })
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`fake backend exited (${code}):\n${stderr}`))
+    })
+  })
+  return {
+    url,
+    pid: child.pid,
+    stderr: () => stderr,
+    async requests() {
+      const res = await fetch(`${url}/__requests`)
+      return res.json()
+    },
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM')
+        if (!(await waitForExit(child, 2000))) child.kill('SIGKILL')
+        await waitForExit(child, 2000)
+      }
+      killGroup(child.pid)
+    },
+  }
+}
+
+/** Wipes and recreates root/{work,home,state}; writes the scenario's files into work. */
+export function prepareWorkspace(root, files = {}) {
+  fs.rmSync(root, { recursive: true, force: true })
+  const workDir = path.join(root, 'work')
+  const homeDir = path.join(root, 'home')
+  const stateDir = path.join(root, 'state')
+  for (const dir of [workDir, homeDir, stateDir]) fs.mkdirSync(dir, { recursive: true })
+  for (const [rel, content] of Object.entries(files)) {
+    const file = path.join(workDir, rel)
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    fs.writeFileSync(file, content)
+  }
+  return { root, workDir, homeDir, stateDir }
+}
+
+/** The environment of an adapter run: nothing inherited but PATH, a scratch HOME. */
+export function adapterEnv({ backendUrl, workspace, extra = {} }) {
+  return {
+    PATH: process.env.PATH,
+    HOME: workspace.homeDir,
+    CODEBUFF_API_KEY: 'test-key',
+    CODEBUFF_STATE_DIR: workspace.stateDir,
+    CODEBUFFD_TEST_BACKEND_URL: backendUrl,
+    ...extra,
+  }
+}
+
+/**
+ * Runs the adapter once. Options:
+ *   argv            flags (after --stream-json), e.g. ['--cwd', dir]; the prompt is appended
+ *   prompt, env
+ *   answers         stdin answer objects; one is written (with toolCallId) per ask_user tool_call
+ *   onEvent(event, child)  observer for each stdout event (e.g. to send a signal)
+ *   timeoutMs       hard limit; the process group is killed and the promise rejects
+ * Resolves {exitCode, signal, stdout, events, stderr, stdinLines, pid, durationMs}.
+ */
+export function runAdapter({ argv = [], prompt, env, answers = [], onEvent, timeoutMs = 30_000 }) {
+  const started = Date.now()
+  const child = spawn(process.execPath, [ADAPTER_BIN, '--stream-json', ...argv, prompt], {
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
+  })
+  const pending = [...answers]
+  const stdinLines = []
+  const events = []
+  let stdout = ''
+  let stderr = ''
+  child.stderr.setEncoding('utf8')
+  child.stderr.on('data', (c) => {
+    stderr += c
+  })
+  child.stdin.on('error', () => {})
+  onLines(child.stdout, (line) => {
+    stdout += `${line}\n`
+    let event
+    try {
+      event = JSON.parse(line)
+    } catch {
+      event = { unparsed: line }
+    }
+    events.push(event)
+    if (event.type === 'tool_call' && event.toolName === 'ask_user' && pending.length > 0) {
+      const answer = { ...pending.shift() }
+      const line = JSON.stringify({ type: answer.type, toolCallId: event.toolCallId, ...answer })
+      stdinLines.push(line)
+      child.stdin.write(`${line}\n`)
+    }
+    onEvent?.(event, child)
+  })
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      killGroup(child.pid)
+      reject(new Error(`adapter run timed out after ${timeoutMs} ms\nstdout:\n${stdout}\nstderr:\n${stderr}`))
+    }, timeoutMs)
+    child.once('error', (error) => {
+      clearTimeout(timer)
+      reject(error)
+    })
+    child.once('close', (exitCode, signal) => {
+      clearTimeout(timer)
+      child.stdin.destroy()
+      resolve({
+        exitCode,
+        signal,
+        stdout,
+        events,
+        stderr,
+        stdinLines,
+        pid: child.pid,
+        durationMs: Date.now() - started,
+      })
+    })
+  })
+}
