@@ -35,7 +35,7 @@ pub fn convert_stream(
 ) -> io::Result<u64> {
     let mut out = BufWriter::new(output);
     let mut writer = EventWriter {
-        recorder: Recorder::new(options.session_id.clone(), 0),
+        recorder: Recorder::new(options.session_id.as_str(), 0),
         options,
         written: 0,
     };
@@ -141,11 +141,10 @@ impl EventWriter<'_> {
         if drafts.is_empty() {
             return Ok(());
         }
-        let time = self
-            .options
-            .fixed_time
-            .clone()
-            .unwrap_or_else(|| format_time(time::OffsetDateTime::now_utc()));
+        let time: std::sync::Arc<str> = match &self.options.fixed_time {
+            Some(t) => t.as_str().into(),
+            None => format_time(time::OffsetDateTime::now_utc()).into(),
+        };
         for draft in drafts.drain(..) {
             let event = self
                 .recorder

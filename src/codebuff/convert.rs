@@ -111,7 +111,7 @@ struct Turn {
 pub struct CodebuffConverter {
     next_item: u64,
     turns: u64,
-    ids: HashMap<(&'static str, String), String>,
+    ids: HashMap<&'static str, HashMap<String, String>>,
     native_session_id: Option<String>,
     subagents: HashMap<String, Subagent>,
     messages: HashMap<Owner, OpenText>,
@@ -248,10 +248,12 @@ impl CodebuffConverter {
     /// event becomes `agent.unparsed`.
     pub fn convert_stdout_line(&mut self, line: &[u8], out: &mut Vec<EventDraft>) {
         self.line_numbers[0] += 1;
-        let location = format!("stdout:{}", self.line_numbers[0]);
         match parse_line(line) {
             Ok((event, raw)) => self.convert_event(event, Some(Arc::new(raw)), out),
-            Err((error, raw)) => out.push(unparsed(error, location, line, raw)),
+            Err((error, raw)) => {
+                let location = format!("stdout:{}", self.line_numbers[0]);
+                out.push(unparsed(error, location, line, raw))
+            }
         }
     }
 
@@ -755,11 +757,14 @@ impl CodebuffConverter {
     /// The stable `itm_N` for a native id in a namespace (tool calls and their results share a
     /// native id but are different items).
     fn id_for(&mut self, namespace: &'static str, native: &str) -> String {
-        if let Some(id) = self.ids.get(&(namespace, native.to_owned())) {
+        if let Some(id) = self.ids.get(namespace).and_then(|ids| ids.get(native)) {
             return id.clone();
         }
         let id = self.fresh_id();
-        self.ids.insert((namespace, native.to_owned()), id.clone());
+        self.ids
+            .entry(namespace)
+            .or_default()
+            .insert(native.to_owned(), id.clone());
         id
     }
 

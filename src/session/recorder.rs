@@ -1,6 +1,8 @@
 //! Gives drafts their place in a session's log: dense sequence numbers, event ids, time, and
 //! the session ids of the envelope (`universal-events.md` §1, §3 rule 1).
 
+use std::sync::Arc;
+
 use crate::universal::{
     EventData, EventDraft, SessionMetadata, SessionStartedData, UniversalEvent,
 };
@@ -8,13 +10,13 @@ use crate::universal::{
 /// Stamps drafts of one session into envelopes. Pure: time is passed in.
 #[derive(Debug, Clone)]
 pub struct Recorder {
-    session_id: String,
+    session_id: Arc<str>,
     next_sequence: u64,
 }
 
 impl Recorder {
     /// A recorder for a session whose log already holds `recorded` events.
-    pub fn new(session_id: impl Into<String>, recorded: u64) -> Self {
+    pub fn new(session_id: impl Into<Arc<str>>, recorded: u64) -> Self {
         Recorder {
             session_id: session_id.into(),
             next_sequence: recorded + 1,
@@ -35,7 +37,7 @@ impl Recorder {
     pub fn record(
         &mut self,
         draft: EventDraft,
-        time: String,
+        time: Arc<str>,
         native_session_id: Option<&str>,
     ) -> UniversalEvent {
         let sequence = self.next_sequence;

@@ -18,13 +18,11 @@ use super::data::{
 /// One recorded event: the envelope of `universal-events.md` §1 around an [`EventData`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct UniversalEvent {
-    /// `"evt_" + sequence`.
-    pub event_id: String,
-    /// Per session, dense, from 1.
+    /// Per session, dense, from 1 (`event_id` is `"evt_" + sequence`).
     pub sequence: u64,
-    /// RFC 3339 UTC with sub-second precision.
-    pub time: String,
-    pub session_id: String,
+    /// RFC 3339 UTC with sub-second precision (shared by the events of one agent line).
+    pub time: Arc<str>,
+    pub session_id: Arc<str>,
     /// The agent's conversation id once known.
     pub native_session_id: Option<String>,
     /// True when the daemon made the event up (`source` is then `daemon`).
@@ -198,12 +196,11 @@ impl UniversalEvent {
     pub fn from_draft(
         draft: EventDraft,
         sequence: u64,
-        time: String,
-        session_id: String,
+        time: Arc<str>,
+        session_id: Arc<str>,
         native_session_id: Option<String>,
     ) -> Self {
         UniversalEvent {
-            event_id: format!("evt_{sequence}"),
             sequence,
             time,
             session_id,
@@ -212,6 +209,11 @@ impl UniversalEvent {
             data: draft.data,
             raw: draft.raw,
         }
+    }
+
+    /// `"evt_" + sequence`.
+    pub fn event_id(&self) -> String {
+        format!("evt_{}", self.sequence)
     }
 
     /// `daemon` iff synthetic.
@@ -253,7 +255,7 @@ impl Serialize for EventView<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let e = self.event;
         let mut st = serializer.serialize_struct("UniversalEvent", 10)?;
-        st.serialize_field("event_id", &e.event_id)?;
+        st.serialize_field("event_id", &EventId(e.sequence))?;
         st.serialize_field("sequence", &e.sequence)?;
         st.serialize_field("time", &e.time)?;
         st.serialize_field("session_id", &e.session_id)?;
@@ -272,6 +274,15 @@ impl Serialize for EventView<'_> {
     }
 }
 
+/// Writes `evt_N` without allocating.
+struct EventId(u64);
+
+impl Serialize for EventId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!("evt_{}", self.0))
+    }
+}
+
 impl Serialize for UniversalEvent {
     /// Serializes with `raw` included (storage and `--include-raw`).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -281,10 +292,9 @@ impl Serialize for UniversalEvent {
 
 #[derive(Deserialize)]
 struct WireEvent {
-    event_id: String,
     sequence: u64,
-    time: String,
-    session_id: String,
+    time: Arc<str>,
+    session_id: Arc<str>,
     native_session_id: Option<String>,
     synthetic: bool,
     #[serde(rename = "type")]
@@ -302,7 +312,6 @@ impl<'de> Deserialize<'de> for UniversalEvent {
             .filter(|r| r.get() != "null")
             .map(|r| Arc::new(RawLine::Json(r)));
         Ok(UniversalEvent {
-            event_id: w.event_id,
             sequence: w.sequence,
             time: w.time,
             session_id: w.session_id,
