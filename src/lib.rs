@@ -9,4 +9,5 @@ pub mod cli;
 pub mod codebuff;
 pub mod convert;
 pub mod session;
+pub mod store;
 pub mod universal;

@@ -2,7 +2,17 @@
 //! supervising them (process groups, bounded line framing, stdin answers, kill escalation),
 //! and the scripted mock agent.
 
+mod command;
+pub mod credentials;
+mod environment;
 mod framing;
 pub mod mock;
+mod process;
 
+pub use command::{agent_args, TurnCommand};
+pub use credentials::{Credential, CredentialSource};
+pub use environment::agent_env;
 pub use framing::{Frame, LineFramer};
+pub use process::{
+    AgentProcess, ExitInfo, OutputStream, ProcessEvent, SpawnError, SpawnSpec, PIPE_EOF_GRACE,
+};

@@ -193,7 +193,20 @@ async function main() {
     const started = Date.now()
     const { files, manifest, problems } = await captureScenario(name)
     for (const [fixture, stdout] of Object.entries(files)) {
-      fs.writeFileSync(path.join(outDir, `${fixture}.jsonl`), stdout)
+      const file = path.join(outDir, `${fixture}.jsonl`)
+      // Re-capturing must not churn the fixtures of record: when only volatile ids differ,
+      // the committed file (and its manifest entry) are kept as they are.
+      const same =
+        !check &&
+        fs.existsSync(file) &&
+        normalize(fs.readFileSync(file, 'utf8')) === normalize(stdout) &&
+        committedManifest[fixture]?.exitCode === manifest[fixture].exitCode
+      if (same) {
+        log(`${fixture}.jsonl unchanged (only volatile ids differ); kept`)
+        manifest[fixture] = committedManifest[fixture]
+      } else {
+        fs.writeFileSync(file, stdout)
+      }
     }
     Object.assign(newManifest, manifest)
     for (const p of problems) {

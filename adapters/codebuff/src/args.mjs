@@ -1,7 +1,8 @@
 // Command-line parsing for the stream-json agent command contract (spec §1):
 //   codebuff-agent --stream-json [--free|--lite|--max|--plan] [--continue SESSION_ID]
 //                  [--timeout SECONDS] [--cwd DIR] [--model MODEL] "PROMPT"
-// The prompt is always the last argv element, even if it starts with "-".
+// The prompt is always the last argv element, even if it starts with "-"; a "--" just before
+// it (which the daemon adds for prompts starting with "-") is accepted and skipped.
 
 export class UsageError extends Error {
   constructor(message) {
@@ -34,6 +35,7 @@ export function parseArgs(argv) {
 
   const prompt = argv[argv.length - 1]
   const flags = argv.slice(0, -1)
+  if (flags[flags.length - 1] === '--') flags.pop()
   const out = {
     prompt,
     mode: 'default',

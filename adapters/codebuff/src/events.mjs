@@ -24,9 +24,11 @@ export class EventTranslator {
    * @param {(event: object) => void} opts.emit      writes one event
    * @param {string} opts.sessionId                   announced on `start`
    * @param {(event: object) => void} [opts.onToolCall] observes printed tool_call events
+   * @param {(msg: string) => void} [opts.log]        diagnostics (stderr)
    */
-  constructor({ emit, sessionId, onToolCall = () => {} }) {
+  constructor({ emit, sessionId, onToolCall = () => {}, log = () => {} }) {
     this.emit = emit
+    this.log = log
     this.sessionId = sessionId
     this.onToolCall = onToolCall
     this.lastKindByAgent = new Map() // agent key -> 'tool' | 'text' | 'other'
@@ -75,7 +77,9 @@ export class EventTranslator {
   }
 
   #isNoise(agentKey, text) {
-    return FILE_EDIT_NOISE.has(text) && this.lastKindByAgent.get(agentKey) === 'tool'
+    if (!FILE_EDIT_NOISE.has(text) || this.lastKindByAgent.get(agentKey) !== 'tool') return false
+    this.log(`dropped file-edit noise chunk ${JSON.stringify(text)}${agentKey === ROOT ? '' : ` (agent ${agentKey})`}`)
+    return true
   }
 
   #chunk(chunk) {

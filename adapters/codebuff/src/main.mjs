@@ -14,6 +14,7 @@ import { EventTranslator } from './events.mjs'
 import { StateStore, resolveStateDir, newSessionId, isValidSessionId } from './state.mjs'
 import { AskUserRelay, LineReader, questionTimeoutMs } from './ask-user.mjs'
 import { installOriginRedirect } from './origin-redirect.mjs'
+import { installAbortableFetch } from './abortable-fetch.mjs'
 import { resolveAgent } from './agents.mjs'
 import { EXIT, classifyFailure, statusCodeOf, cleanMessage } from './errors.mjs'
 
@@ -62,6 +63,17 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   }
   if (!args.streamJson) log('note: --stream-json not given; stream-json is the only output format')
 
+  // One permanent listener per signal, whose behaviour changes once the run is set up. (Removing
+  // the last listener stops Node's signal watcher, and a signal still queued — e.g. one that
+  // arrived while the SDK module was being evaluated — would be lost.) Until then, a signal ends
+  // the process at once.
+  const startedAt = Date.now()
+  let onSignal = (signal) => {
+    failEarly(`Run cancelled by ${signal}`, 'aborted', signal === 'SIGINT' ? EXIT.sigint : EXIT.sigterm)
+  }
+  process.on('SIGINT', (signal) => onSignal(signal))
+  process.on('SIGTERM', (signal) => onSignal(signal))
+
   const apiKey = env.CODEBUFF_API_KEY
   if (!apiKey || apiKey.trim() === '') {
     return failEarly('CODEBUFF_API_KEY is not set', 'auth_failed', EXIT.failed)
@@ -98,6 +110,7 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   // run inside the project; the state directory was resolved above, before this.
   process.chdir(cwd)
   installOriginRedirect(env, log)
+  const abortInflight = installAbortableFetch()
   const { CodebuffClient, loadLocalAgents } = await import('@codebuff/sdk')
 
   const controller = new AbortController()
@@ -116,6 +129,7 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
       if (!finished) emitLine(event)
     },
     sessionId,
+    log,
     onToolCall: (event) => {
       if (event.toolName === 'ask_user') relay.announce(event.toolCallId, event.input)
     },
@@ -163,6 +177,7 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
     abortReason = reason
     log(`aborting run (${reason})`)
     controller.abort(new Error(reason === 'timeout' ? 'Run timed out' : `Run cancelled (${reason})`))
+    abortInflight()
     timers.push(setTimeout(() => {
       log(`the SDK did not stop within ${ABORT_GRACE_MS} ms; exiting`)
       finishAborted(null)
@@ -184,10 +199,11 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
     })
   }
 
-  process.on('SIGINT', () => abortRun('SIGINT'))
-  process.on('SIGTERM', () => abortRun('SIGTERM'))
+  onSignal = abortRun
   if (args.timeoutSeconds !== undefined) {
-    timers.push(setTimeout(() => abortRun('timeout'), args.timeoutSeconds * 1000))
+    // Counted from the start of the process, not from the end of the SDK's import.
+    const remaining = Math.max(0, args.timeoutSeconds * 1000 - (Date.now() - startedAt))
+    timers.push(setTimeout(() => abortRun('timeout'), remaining))
   }
   process.on('unhandledRejection', (reason) => {
     log(`unhandled rejection (ignored): ${reason?.stack ?? reason}`)
@@ -224,6 +240,9 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   const client = new CodebuffClient({
     apiKey,
     cwd,
+    // Terminal commands the agent runs inherit process.env; keep the credential out of them (and
+    // so out of tool results and the daemon's logs). The SDK itself still reads it from the env.
+    env: { CODEBUFF_API_KEY: '' },
     handleEvent: translator.handleEvent,
     handleStreamChunk: translator.handleStreamChunk,
     overrideTools: { ask_user: relay.handler },

@@ -141,7 +141,7 @@ export function adapterEnv({ backendUrl, workspace, extra = {} }) {
  *   answers         stdin answer objects; one is written (with toolCallId) per ask_user tool_call
  *   onEvent(event, child)  observer for each stdout event (e.g. to send a signal)
  *   timeoutMs       hard limit; the process group is killed and the promise rejects
- * Resolves {exitCode, signal, stdout, events, stderr, stdinLines, pid, durationMs}.
+ * Resolves {exitCode, signal, stdout, events, stderr, stdinLines, pid, exitedAt, durationMs}.
  */
 export function runAdapter({ argv = [], prompt, env, answers = [], onEvent, timeoutMs = 30_000 }) {
   const started = Date.now()
@@ -197,6 +197,7 @@ export function runAdapter({ argv = [], prompt, env, answers = [], onEvent, time
         stderr,
         stdinLines,
         pid: child.pid,
+        exitedAt: Date.now(),
         durationMs: Date.now() - started,
       })
     })

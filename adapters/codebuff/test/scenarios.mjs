@@ -309,7 +309,47 @@ export const scenarios = {
     expectedExit: 1,
   },
 
-  // Not captured: used by tests for SIGTERM/SIGINT and --timeout.
+  // Not captured: used by tests only.
+  edit_fail: {
+    description:
+      'Every file edit of the step fails: the SDK writes "No changes to existing files.\\n" to the ' +
+      'stream-chunk channel, which the adapter drops like the lone "\\n".',
+    prompt: 'Edit a missing file.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_missing',
+            name: 'str_replace',
+            input: { path: 'missing.txt', replacements: [{ old: 'a', new: 'b' }] },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['That file', ' does not exist.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
+  command_env: {
+    description: 'A terminal command prints CODEBUFF_API_KEY: the credential is not passed to commands.',
+    prompt: 'Show the environment.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_env',
+            name: 'run_terminal_command',
+            input: { command: 'echo "key=[${CODEBUFF_API_KEY:-}] home=[$HOME]"', process_type: 'SYNC' },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Done.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
   stall: {
     description: 'The first reply streams one chunk and then never finishes.',
     prompt: 'Take your time.',

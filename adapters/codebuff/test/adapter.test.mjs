@@ -1,0 +1,503 @@
+// End-to-end tests of bin/codebuff-agent.mjs: the real @codebuff/sdk against the scripted fake
+// backend, plus unit tests of the adapter's pure parts. Run with `npm test` (node --test).
+// Every process a test starts is killed in its finally/after.
+
+import { describe, it, after } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+
+import { scenarios } from './scenarios.mjs'
+import {
+  startBackend,
+  prepareWorkspace,
+  adapterEnv,
+  runAdapter,
+  groupAlive,
+  killGroup,
+} from './harness.mjs'
+import { parseArgs, UsageError } from '../src/args.mjs'
+import { EventTranslator } from '../src/events.mjs'
+import { AskUserRelay } from '../src/ask-user.mjs'
+import { createRedirectingFetch } from '../src/origin-redirect.mjs'
+import { classifyFailure } from '../src/errors.mjs'
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+
+const tmpRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'codebuffd-adapter-test-'))
+after(() => fs.rmSync(tmpRoot, { recursive: true, force: true }))
+
+let workspaceCounter = 0
+
+/**
+ * Runs one scenario end to end: fresh backend + workspace, adapter run, backend requests.
+ * `body(ctx)` may do more runs; the backend is always stopped and the group killed.
+ */
+async function withScenario(name, body) {
+  const scenario = scenarios[name]
+  const workspace = prepareWorkspace(path.join(tmpRoot, `${name}-${++workspaceCounter}`), scenario.files ?? {})
+  const backend = await startBackend(name)
+  const pids = []
+  const run = async ({ prompt = scenario.prompt, argv = [], env = {}, answers = scenario.answers, onEvent, timeoutMs } = {}) => {
+    const result = await runAdapter({
+      argv: ['--cwd', workspace.workDir, ...argv],
+      prompt,
+      env: adapterEnv({ backendUrl: backend.url, workspace, extra: { ...scenario.env, ...env } }),
+      answers: answers ?? [],
+      onEvent,
+      timeoutMs,
+    })
+    pids.push(result.pid)
+    for (const line of result.stdout.split('\n').filter(Boolean)) {
+      assert.doesNotThrow(() => JSON.parse(line), `stdout line is not JSON: ${line}`)
+    }
+    return result
+  }
+  try {
+    return await body({ run, backend, workspace, scenario })
+  } finally {
+    for (const pid of pids) killGroup(pid)
+    await backend.stop()
+  }
+}
+
+const types = (events) => events.map((e) => e.type)
+const deltasText = (events, agentId) =>
+  events
+    .filter((e) => e.type === 'text_delta' && e.agentId === agentId)
+    .map((e) => e.text)
+    .join('')
+const chatRequests = (requests) => requests.filter((r) => r.path === '/api/v1/chat/completions')
+
+describe('runs against the fake backend', () => {
+  it('text: streams deltas, the consolidated text and finish; saves the state', async () => {
+    await withScenario('text', async ({ run, workspace }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      assert.deepEqual(types(r.events), ['start', 'text_delta', 'text_delta', 'text_delta', 'text_delta', 'text', 'finish'])
+      const start = r.events[0]
+      assert.match(start.sessionId, UUID_RE)
+      assert.equal(start.messageHistoryLength, 0)
+      assert.equal('agentId' in start, false, 'fresh start has no agentId')
+      const text = r.events.find((e) => e.type === 'text')
+      assert.equal(deltasText(r.events, undefined), text.text)
+      assert.equal(text.text, 'Hello from the fake model.')
+      const finish = r.events.at(-1)
+      assert.deepEqual(finish, { type: 'finish', agentId: 'base2', totalCost: 5 })
+      const saved = JSON.parse(fs.readFileSync(path.join(workspace.stateDir, `${start.sessionId}.json`), 'utf8'))
+      assert.equal(saved.sessionId, start.sessionId)
+      assert.ok(saved.runState.sessionState.mainAgentState.messageHistory.length > 0)
+    })
+  })
+
+  it('reasoning: reasoning_delta events carry the run id, then text', async () => {
+    await withScenario('reasoning', async ({ run }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      const reasoning = r.events.filter((e) => e.type === 'reasoning_delta')
+      assert.equal(reasoning.map((e) => e.text).join(''), 'Let me think about this carefully.')
+      for (const e of reasoning) {
+        assert.equal(e.runId, 'run-0001')
+        assert.deepEqual(e.ancestorRunIds, [])
+      }
+      const firstText = r.events.findIndex((e) => e.type === 'text_delta')
+      assert.ok(r.events.findLastIndex((e) => e.type === 'reasoning_delta') < firstText)
+      assert.equal(r.events.find((e) => e.type === 'text').text, 'The answer is 4.')
+    })
+  })
+
+  it('tools: parallel calls edit real files, run real commands, report failures', async () => {
+    await withScenario('tools', async ({ run, workspace }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      const calls = r.events.filter((e) => e.type === 'tool_call')
+      const results = r.events.filter((e) => e.type === 'tool_result')
+      assert.deepEqual(calls.map((c) => c.toolName), [
+        'write_file',
+        'str_replace',
+        'run_terminal_command',
+        'str_replace',
+        'run_terminal_command',
+      ])
+      // All calls, then all results in the same order.
+      const lastCall = r.events.lastIndexOf(calls.at(-1))
+      const firstResult = r.events.indexOf(results[0])
+      assert.ok(lastCall < firstResult)
+      assert.deepEqual(results.map((x) => x.toolCallId), calls.map((c) => c.toolCallId))
+      for (const c of calls) assert.equal(c.agentId, 'main-agent')
+
+      const value = (i) => results[i].output[0].value
+      assert.equal(results[0].output[0].type, 'json')
+      assert.equal(value(0).message, 'Created new file')
+      assert.equal(typeof value(0).unifiedDiff, 'string')
+      assert.match(value(1).unifiedDiff, /\+ {2}return 'Hello, ' \+ name/)
+      assert.equal(value(2).exitCode, 0)
+      assert.match(value(2).stdout, /Hello, /)
+      assert.match(value(3).errorMessage, /does not exist/)
+      assert.equal(value(4).exitCode, 3)
+      assert.equal(value(4).stderr, 'failing\n')
+
+      assert.equal(fs.readFileSync(path.join(workspace.workDir, 'notes/todo.md'), 'utf8'), '# TODO\n\n- write tests\n')
+      assert.match(fs.readFileSync(path.join(workspace.workDir, 'src/greet.js'), 'utf8'), /'Hello, ' \+ name/)
+      assert.equal(fs.existsSync(path.join(workspace.workDir, 'missing.txt')), false)
+
+      // The SDK's lone "\n" after file edits is dropped; every delta belongs to a text event.
+      assert.equal(r.events.some((e) => e.type === 'text_delta' && e.text === '\n'), false)
+      const texts = r.events.filter((e) => e.type === 'text').map((e) => e.text).join('')
+      assert.equal(deltasText(r.events, undefined), texts)
+      assert.match(r.stderr, /dropped file-edit noise chunk "\\n"/)
+    })
+  })
+
+  it('edit_fail: "No changes to existing files." noise is dropped too', async () => {
+    await withScenario('edit_fail', async ({ run }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      assert.match(r.events.find((e) => e.type === 'tool_result').output[0].value.errorMessage, /does not exist/)
+      assert.equal(deltasText(r.events, undefined), 'That file does not exist.')
+      assert.match(r.stderr, /dropped file-edit noise chunk "No changes to existing files.\\n"/)
+    })
+  })
+
+  it('terminal commands do not see CODEBUFF_API_KEY', async () => {
+    await withScenario('command_env', async ({ run, workspace }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      const result = r.events.find((e) => e.type === 'tool_result')
+      assert.equal(result.output[0].value.stdout, `key=[] home=[${workspace.homeDir}]\n`)
+      assert.equal(r.stdout.includes('test-key'), false)
+    })
+  })
+
+  it('subagent: spawn_agents → subagent events → spawn result, with the SDK ids', async () => {
+    await withScenario('subagent', async ({ run, backend }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      const spawnCall = r.events.find((e) => e.type === 'tool_call' && e.toolName === 'spawn_agents')
+      const start = r.events.find((e) => e.type === 'subagent_start')
+      const finish = r.events.find((e) => e.type === 'subagent_finish')
+      const spawnResult = r.events.find((e) => e.type === 'tool_result' && e.toolName === 'spawn_agents')
+      const sub = start.agentId
+      assert.equal(start.agentType, 'codebuff/helper@0.0.1')
+      assert.equal(start.parentAgentId, 'main-agent')
+      assert.equal(start.onlyChild, true)
+      const idx = (e) => r.events.indexOf(e)
+      assert.ok(idx(spawnCall) < idx(start) && idx(start) < idx(finish) && idx(finish) < idx(spawnResult))
+
+      const subCall = r.events.find((e) => e.type === 'tool_call' && e.toolName === 'read_files')
+      const subResult = r.events.find((e) => e.type === 'tool_result' && e.toolName === 'read_files')
+      assert.equal(subCall.agentId, sub)
+      assert.equal(subCall.parentAgentId, 'main-agent')
+      assert.equal(subResult.parentAgentId, sub, 'quirk: a subagent result names the subagent itself')
+      assert.match(JSON.stringify(subResult.output), /This project greets people/)
+
+      const subTexts = r.events.filter((e) => e.type === 'text' && e.agentId === sub).map((e) => e.text).join('')
+      assert.equal(deltasText(r.events, sub), subTexts)
+      assert.equal(deltasText(r.events, undefined), 'Spawning the helper.The helper says the project greets people.')
+      assert.equal(r.events.at(-1).totalCost, 8, 'finish includes the subagent cost')
+
+      const requests = await backend.requests()
+      assert.ok(requests.some((q) => q.path === '/api/v1/agents/codebuff/helper/latest'))
+      const starts = requests.filter((q) => q.path === '/api/v1/agent-runs' && q.body?.action === 'START')
+      assert.deepEqual(starts.map((q) => q.body.agentId), ['codebuff/base2@0.0.1', 'codebuff/helper@0.0.1'])
+      assert.deepEqual(starts[1].body.ancestorRunIds, ['run-0001'])
+    })
+  })
+
+  it('ask_user (single): the stdin answer is the tool result and reaches the model', async () => {
+    await withScenario('ask_user_single', async ({ run, backend }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      const call = r.events.find((e) => e.type === 'tool_call' && e.toolName === 'ask_user')
+      const result = r.events.find((e) => e.type === 'tool_result' && e.toolName === 'ask_user')
+      assert.equal(result.toolCallId, call.toolCallId)
+      assert.deepEqual(result.output, [{ type: 'json', value: { answers: [{ questionIndex: 0, selectedOption: 'vitest' }] } }])
+      const chats = chatRequests(await backend.requests())
+      assert.equal(chats.length, 2)
+      const toolMessages = chats[1].body.messages.filter((m) => m.role === 'tool')
+      assert.ok(toolMessages.some((m) => m.tool_call_id === call.toolCallId && m.content.includes('"selectedOption":"vitest"')))
+    })
+  })
+
+  it('ask_user (multi): selectedOptions and otherText pass through', async () => {
+    await withScenario('ask_user_multi', async ({ run, backend }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      const result = r.events.find((e) => e.type === 'tool_result' && e.toolName === 'ask_user')
+      assert.deepEqual(result.output[0].value.answers, [
+        { questionIndex: 0, otherText: 'bun' },
+        { questionIndex: 1, selectedOptions: ['unit', 'snapshot'] },
+      ])
+      const chats = chatRequests(await backend.requests())
+      assert.match(JSON.stringify(chats[1].body.messages), /selectedOptions/)
+    })
+  })
+
+  it('ask_user (timeout): no answer → skipped after the question timeout', async () => {
+    await withScenario('ask_user_timeout', async ({ run }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      const result = r.events.find((e) => e.type === 'tool_result' && e.toolName === 'ask_user')
+      assert.deepEqual(result.output, [{ type: 'json', value: { skipped: true } }])
+      assert.ok(r.durationMs >= 1000)
+    })
+  })
+
+  it('ask_user: an explicit skip line, and stdin EOF, both skip', async () => {
+    await withScenario('ask_user_single', async ({ run }) => {
+      const skipped = await run({ answers: [{ type: 'ask_user_skip' }] })
+      const r1 = skipped.events.find((e) => e.type === 'tool_result')
+      assert.deepEqual(r1.output[0].value, { skipped: true })
+    })
+    await withScenario('ask_user_single', async ({ run }) => {
+      // Close stdin as soon as the question appears.
+      const r = await run({ answers: [], onEvent: (e, child) => e.type === 'tool_call' && child.stdin.end() })
+      assert.equal(r.exitCode, 0, r.stderr)
+      assert.deepEqual(r.events.find((e) => e.type === 'tool_result').output[0].value, { skipped: true })
+    })
+  })
+
+  it('continue: the second run resumes the saved state with the first run’s history', async () => {
+    await withScenario('continue', async ({ run, backend, scenario }) => {
+      const first = await run()
+      assert.equal(first.exitCode, 0, first.stderr)
+      const id = first.events[0].sessionId
+      const second = await run({ prompt: scenario.continueWith.prompt, argv: ['--continue', id] })
+      assert.equal(second.exitCode, 0, second.stderr)
+      const start = second.events[0]
+      assert.equal(start.sessionId, id)
+      assert.equal(start.agentId, 'base2')
+      assert.ok(start.messageHistoryLength > 0)
+      const chats = chatRequests(await backend.requests())
+      const history = JSON.stringify(chats.at(-1).body.messages)
+      assert.ok(history.includes(scenario.prompt), 'first prompt is in the resumed history')
+      assert.ok(history.includes('I will remember 42.'), 'first answer is in the resumed history')
+      assert.ok(history.includes(scenario.continueWith.prompt))
+    })
+  })
+
+  it('continue: an unknown or malformed session id → invalid_session, exit 2', async () => {
+    await withScenario('text', async ({ run, backend }) => {
+      for (const id of ['no-such-session', '../escape']) {
+        const r = await run({ argv: ['--continue', id] })
+        assert.equal(r.exitCode, 2)
+        assert.equal(r.events.length, 1)
+        assert.equal(r.events[0].type, 'error')
+        assert.equal(r.events[0].code, 'invalid_session')
+      }
+      assert.equal((await backend.requests()).length, 0)
+    })
+  })
+
+  it('payment_required: 402 → error out_of_credits, exit 1, no finish; state kept', async () => {
+    await withScenario('payment_required', async ({ run, workspace }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 1)
+      assert.deepEqual(types(r.events), ['start', 'error'])
+      assert.deepEqual(r.events[1], { type: 'error', message: 'Payment Required', code: 'out_of_credits', statusCode: 402 })
+      assert.ok(fs.existsSync(path.join(workspace.stateDir, `${r.events[0].sessionId}.json`)))
+    })
+  })
+
+  it('auth_failed: 401 on /me → only an error auth_failed, exit 1', async () => {
+    await withScenario('auth_failed', async ({ run }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 1)
+      assert.deepEqual(r.events, [{ type: 'error', message: 'Authentication failed', code: 'auth_failed', statusCode: 401 }])
+    })
+  })
+
+  it('a missing CODEBUFF_API_KEY → auth_failed, exit 1, no request', async () => {
+    await withScenario('text', async ({ run, backend }) => {
+      const r = await run({ env: { CODEBUFF_API_KEY: '' } })
+      assert.equal(r.exitCode, 1)
+      assert.equal(r.events.length, 1)
+      assert.equal(r.events[0].code, 'auth_failed')
+      assert.equal((await backend.requests()).length, 0)
+    })
+  })
+
+  for (const [signal, status] of [['SIGTERM', 143], ['SIGINT', 130]]) {
+    it(`${signal} mid-run → error aborted, exit ${status} promptly, no process left, state saved`, async () => {
+      await withScenario('stall', async ({ run, workspace }) => {
+        let sentAt = 0
+        const r = await run({
+          onEvent: (e, child) => {
+            if (e.type === 'text_delta' && !sentAt) {
+              sentAt = Date.now()
+              child.kill(signal)
+            }
+          },
+          timeoutMs: 15_000,
+        })
+        assert.ok(sentAt > 0, 'the stalled reply streamed a first chunk')
+        assert.equal(r.exitCode, status, r.stderr)
+        assert.ok(r.exitedAt - sentAt < 2500, `exited ${r.exitedAt - sentAt} ms after ${signal}`)
+        const last = r.events.at(-1)
+        assert.equal(last.type, 'error')
+        assert.equal(last.code, 'aborted')
+        assert.equal(r.events.some((e) => e.type === 'finish'), false)
+        assert.equal(groupAlive(r.pid), false, 'no process of the adapter group is left')
+        const sessionId = r.events[0].sessionId
+        const saved = JSON.parse(fs.readFileSync(path.join(workspace.stateDir, `${sessionId}.json`), 'utf8'))
+        assert.ok(saved.runState.sessionState, 'the aborted run state was saved')
+      })
+    })
+  }
+
+  it('--timeout 1 with a stalled reply → error timeout, exit 124', async () => {
+    await withScenario('stall', async ({ run }) => {
+      const r = await run({ argv: ['--timeout', '1'], timeoutMs: 15_000 })
+      assert.equal(r.exitCode, 124, r.stderr)
+      assert.equal(r.events.at(-1).code, 'timeout')
+      assert.ok(r.durationMs < 6000, `took ${r.durationMs} ms`)
+      assert.equal(groupAlive(r.pid), false)
+    })
+  })
+
+  it('mode flags pick base2-lite/max/plan and the cost mode, like the CLI', async () => {
+    await withScenario('text', async ({ run, backend }) => {
+      const expected = {
+        '--free': ['base2-lite', 'lite'],
+        '--lite': ['base2-lite', 'lite'],
+        '--max': ['base2-max', 'max'],
+        '--plan': ['base2-plan', 'normal'],
+      }
+      let seen = 0
+      for (const [flag, [agentId, costMode]] of Object.entries(expected)) {
+        const r = await run({ argv: [flag] })
+        assert.equal(r.exitCode, 0, r.stderr)
+        assert.equal(r.events.at(-1).agentId, agentId)
+        const requests = (await backend.requests()).slice(seen)
+        seen += requests.length
+        assert.ok(requests.some((q) => q.path === `/api/v1/agents/codebuff/${agentId}/latest`))
+        const chat = chatRequests(requests)[0]
+        assert.equal(chat.body.model, `fake/${agentId}-model`)
+        assert.equal(chat.body.codebuff_metadata.cost_mode, costMode)
+      }
+    })
+  })
+
+  it('--model overrides the root agent model without sticking to the saved state', async () => {
+    await withScenario('text', async ({ run, backend, workspace }) => {
+      const r = await run({ argv: ['--model', 'openai/gpt-test'] })
+      assert.equal(r.exitCode, 0, r.stderr)
+      const chat = chatRequests(await backend.requests())[0]
+      assert.equal(chat.body.model, 'openai/gpt-test')
+      const saved = JSON.parse(fs.readFileSync(path.join(workspace.stateDir, `${r.events[0].sessionId}.json`), 'utf8'))
+      assert.equal('base2' in saved.runState.sessionState.fileContext.agentTemplates, false)
+      const again = await run({ argv: ['--continue', r.events[0].sessionId], prompt: 'again' })
+      assert.equal(again.exitCode, 0, again.stderr)
+      assert.equal(chatRequests(await backend.requests()).at(-1).body.model, 'fake/base2-model')
+    })
+  })
+
+  it('bad arguments → invalid_arguments, exit 2', async () => {
+    await withScenario('text', async ({ run }) => {
+      for (const argv of [['--timeout', 'soon'], ['--bogus'], ['--max', '--plan']]) {
+        const r = await run({ argv })
+        assert.equal(r.exitCode, 2, JSON.stringify(argv))
+        assert.equal(r.events.length, 1)
+        assert.equal(r.events[0].code, 'invalid_arguments')
+      }
+    })
+  })
+})
+
+describe('unit', () => {
+  it('parseArgs: the prompt is the last element even if it looks like a flag', () => {
+    assert.deepEqual(parseArgs(['--stream-json', '--max', '--timeout', '5', '--cwd', '/w', '--model', 'm', '--continue', 'abc', '--help me']), {
+      prompt: '--help me',
+      mode: 'max',
+      continueId: 'abc',
+      timeoutSeconds: 5,
+      cwd: '/w',
+      model: 'm',
+      streamJson: true,
+    })
+    assert.equal(parseArgs(['--free', 'p']).mode, 'lite')
+    assert.equal(parseArgs(['--stream-json', '--', '-h please']).prompt, '-h please')
+    assert.equal(parseArgs(['--timeout=2.5', 'p']).timeoutSeconds, 2.5)
+    assert.throws(() => parseArgs([]), UsageError)
+    assert.throws(() => parseArgs(['--cwd', 'p']), UsageError)
+    assert.throws(() => parseArgs(['--timeout', '0', 'p']), UsageError)
+    assert.deepEqual(parseArgs(['--help']), { help: true })
+  })
+
+  it('EventTranslator: "\\n" is dropped only right after a tool event', () => {
+    const out = []
+    const t = new EventTranslator({ emit: (e) => out.push(e), sessionId: 's' })
+    t.handleEvent({ type: 'start', messageHistoryLength: 0 })
+    t.handleStreamChunk('a')
+    t.handleStreamChunk('\n') // model text: kept
+    t.handleEvent({ type: 'text', text: 'a\n' })
+    t.handleEvent({ type: 'tool_call', toolCallId: 'x', toolName: 'write_file', input: {}, agentId: 'main-agent' })
+    t.handleStreamChunk('\n') // SDK noise: dropped
+    t.handleEvent({ type: 'tool_result', toolCallId: 'x', toolName: 'write_file', output: [] })
+    t.handleStreamChunk({ type: 'subagent_chunk', agentId: 'sub', agentType: 'h', chunk: 'hi' })
+    t.handleStreamChunk({ type: 'reasoning_chunk', agentId: 'run-1', ancestorRunIds: ['run-0'], chunk: 'hm' })
+    assert.deepEqual(out, [
+      { type: 'start', messageHistoryLength: 0, sessionId: 's' },
+      { type: 'text_delta', text: 'a' },
+      { type: 'text_delta', text: '\n' },
+      { type: 'text', text: 'a\n' },
+      { type: 'tool_call', toolCallId: 'x', toolName: 'write_file', input: {}, agentId: 'main-agent' },
+      { type: 'tool_result', toolCallId: 'x', toolName: 'write_file', output: [] },
+      { type: 'text_delta', text: 'hi', agentId: 'sub' },
+      { type: 'reasoning_delta', text: 'hm', runId: 'run-1', ancestorRunIds: ['run-0'] },
+    ])
+  })
+
+  it('AskUserRelay: answers by toolCallId, keeps early lines, skips on EOF', async () => {
+    const relay = new AskUserRelay({ timeoutMs: 5000 })
+    const q = (text) => ({ questions: [{ question: text, options: [{ label: 'a' }, { label: 'b' }] }] })
+    relay.announce('t1', q('one'))
+    relay.announce('t2', q('two'))
+    relay.acceptLine(JSON.stringify({ type: 'ask_user_answer', toolCallId: 't2', answers: [{ questionIndex: 0, selectedOption: 'b' }] }))
+    const p1 = relay.handler({ ...q('one'), extra: 1 })
+    relay.acceptLine('not json')
+    relay.acceptLine(JSON.stringify({ type: 'ask_user_skip', toolCallId: 't1' }))
+    assert.deepEqual(await p1, [{ type: 'json', value: { skipped: true } }])
+    assert.deepEqual(await relay.handler(q('two')), [{ type: 'json', value: { answers: [{ questionIndex: 0, selectedOption: 'b' }] } }])
+    relay.announce('t3', q('three'))
+    const p3 = relay.handler(q('three'))
+    relay.endOfInput()
+    assert.deepEqual(await p3, [{ type: 'json', value: { skipped: true } }])
+  })
+
+  it('AskUserRelay: the question timeout skips', async () => {
+    const relay = new AskUserRelay({ timeoutMs: 50 })
+    relay.announce('t', { questions: [{ question: 'q' }] })
+    assert.deepEqual(await relay.handler({ questions: [{ question: 'q' }] }), [{ type: 'json', value: { skipped: true } }])
+  })
+
+  it('origin redirect: Codebuff origin → test URL; every other host refused', async () => {
+    const seen = []
+    const fake = async (url, init) => {
+      seen.push([String(url), init?.method])
+      return new Response('{}')
+    }
+    const f = createRedirectingFetch('http://127.0.0.1:9/base', fake)
+    await f('https://www.codebuff.com/api/v1/me?fields=id', { method: 'GET' })
+    await f(new URL('https://www.codebuff.com/api/v1/agent-runs'), { method: 'POST' })
+    await f(new Request('https://www.codebuff.com/api/v1/token-count', { method: 'POST', body: '{}' }))
+    assert.deepEqual(seen.slice(0, 2), [
+      ['http://127.0.0.1:9/base/api/v1/me?fields=id', 'GET'],
+      ['http://127.0.0.1:9/base/api/v1/agent-runs', 'POST'],
+    ])
+    assert.equal(seen.length, 3)
+    for (const url of ['https://us.i.posthog.com/batch/', 'https://api.anthropic.com/v1/messages', 'http://127.0.0.1:9/x']) {
+      await assert.rejects(f(url), /refused/)
+    }
+  })
+
+  it('classifyFailure maps statuses and messages to codes', () => {
+    assert.equal(classifyFailure({ statusCode: 401 }), 'auth_failed')
+    assert.equal(classifyFailure({ statusCode: 403 }), 'auth_failed')
+    assert.equal(classifyFailure({ message: 'Authentication failed' }), 'auth_failed')
+    assert.equal(classifyFailure({ statusCode: 402, message: 'Payment Required' }), 'out_of_credits')
+    assert.equal(classifyFailure({ statusCode: 500, message: 'Server error' }), 'backend_error')
+    assert.equal(classifyFailure({ message: 'Network request failed' }), 'backend_error')
+  })
+})

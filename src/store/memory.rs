@@ -1,0 +1,155 @@
+//! The in-memory event log: for tests, benchmarks and throwaway daemons (`--store memory`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::watch;
+
+use super::{EventStore, StoreError, StoredEvent};
+use crate::universal::{EventDraft, UniversalEvent};
+
+struct Log {
+    session_id: Arc<str>,
+    events: RwLock<Vec<Arc<StoredEvent>>>,
+    last: watch::Sender<u64>,
+}
+
+/// Every session's events in a vector; nothing survives the process.
+#[derive(Default)]
+pub struct MemoryStore {
+    logs: RwLock<HashMap<String, Arc<Log>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn log(&self, session_id: &str) -> Result<Arc<Log>, StoreError> {
+        let logs = self.logs.read().unwrap_or_else(|p| p.into_inner());
+        logs.get(session_id)
+            .cloned()
+            .ok_or_else(|| StoreError::UnknownSession(session_id.to_owned()))
+    }
+}
+
+impl EventStore for MemoryStore {
+    fn create(&self, session_id: &str) -> Result<(), StoreError> {
+        let mut logs = self.logs.write().unwrap_or_else(|p| p.into_inner());
+        if logs.contains_key(session_id) {
+            return Err(StoreError::AlreadyExists(session_id.to_owned()));
+        }
+        let (last, _) = watch::channel(0);
+        logs.insert(
+            session_id.to_owned(),
+            Arc::new(Log {
+                session_id: session_id.into(),
+                events: RwLock::new(Vec::new()),
+                last,
+            }),
+        );
+        Ok(())
+    }
+
+    fn append(
+        &self,
+        session_id: &str,
+        drafts: &mut Vec<EventDraft>,
+        time: Arc<str>,
+        native_session_id: Option<&str>,
+    ) -> Result<u64, StoreError> {
+        let log = self.log(session_id)?;
+        let last = {
+            let mut events = log.events.write().unwrap_or_else(|p| p.into_inner());
+            for draft in drafts.drain(..) {
+                let sequence = events.len() as u64 + 1;
+                let event = UniversalEvent::from_draft(
+                    draft,
+                    sequence,
+                    time.clone(),
+                    log.session_id.clone(),
+                    native_session_id.map(str::to_owned),
+                );
+                events.push(Arc::new(StoredEvent::new(event)));
+            }
+            events.len() as u64
+        };
+        log.last.send_replace(last);
+        Ok(last)
+    }
+
+    fn read(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<StoredEvent>>, StoreError> {
+        let log = self.log(session_id)?;
+        let events = log.events.read().unwrap_or_else(|p| p.into_inner());
+        let start = (after as usize).min(events.len());
+        let end = start.saturating_add(limit).min(events.len());
+        Ok(events[start..end].to_vec())
+    }
+
+    fn last_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
+        Ok(*self.log(session_id)?.last.borrow())
+    }
+
+    fn subscribe(&self, session_id: &str) -> Result<watch::Receiver<u64>, StoreError> {
+        Ok(self.log(session_id)?.last.subscribe())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::universal::{ErrorData, EventData};
+
+    fn draft(message: &str) -> EventDraft {
+        EventDraft::synthetic(EventData::Error(ErrorData {
+            message: message.into(),
+            code: None,
+            details: None,
+        }))
+    }
+
+    #[test]
+    fn append_assigns_dense_sequences_and_read_pages() {
+        let store = MemoryStore::new();
+        store.create("s").unwrap();
+        let mut drafts: Vec<EventDraft> = (0..5).map(|i| draft(&i.to_string())).collect();
+        assert_eq!(store.append("s", &mut drafts, "t".into(), None).unwrap(), 5);
+        assert!(drafts.is_empty());
+        let page = store.read("s", 1, 2).unwrap();
+        let seqs: Vec<u64> = page.iter().map(|e| e.event.sequence).collect();
+        assert_eq!(seqs, vec![2, 3]);
+        assert!(page[0].json.contains(r#""event_id":"evt_2""#));
+        assert!(store.read("s", 9, 10).unwrap().is_empty());
+        assert!(matches!(
+            store.create("s"),
+            Err(StoreError::AlreadyExists(_))
+        ));
+        assert!(matches!(
+            store.read("x", 0, 1),
+            Err(StoreError::UnknownSession(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn subscribers_wake_after_appends_past_their_cursor() {
+        let store = Arc::new(MemoryStore::new());
+        store.create("s").unwrap();
+        let mut rx = store.subscribe("s").unwrap();
+        let writer = store.clone();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            writer
+                .append("s", &mut vec![draft("a")], "t".into(), None)
+                .unwrap();
+        });
+        assert!(super::super::wait_after(&mut rx, 0).await);
+        assert_eq!(store.last_sequence("s").unwrap(), 1);
+        task.await.unwrap();
+    }
+}
