@@ -15,6 +15,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the daemon: the `/v1` HTTP API on `--host`:`--port`.
+    #[command(alias = "serve")]
+    Server(ServerArgs),
     /// Convert a Codebuff JSON-lines stream to universal events (one JSON per line on stdout),
     /// as a new session's single turn would record them.
     Convert(ConvertArgs),
@@ -75,4 +78,49 @@ pub struct AgentCommandArgs {
     pub model: Option<String>,
     /// The prompt (last argument).
     pub prompt: String,
+}
+
+/// Arguments of `codebuffd server`; each also comes from `CODEBUFFD_*` or the TOML file.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServerArgs {
+    /// Address to listen on [default: 127.0.0.1; env CODEBUFFD_HOST].
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Port to listen on [default: 2468; env CODEBUFFD_PORT].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Require this token (`Authorization: Bearer|Token <T>`, or Basic with it as password)
+    /// [env CODEBUFFD_TOKEN].
+    #[arg(long, conflicts_with = "no_token")]
+    pub token: Option<String>,
+    /// Run without authentication [env CODEBUFFD_NO_TOKEN=1].
+    #[arg(long)]
+    pub no_token: bool,
+    /// Allow browser requests from this origin (repeatable; none by default)
+    /// [env CODEBUFFD_CORS_ALLOW_ORIGIN, comma-separated].
+    #[arg(long)]
+    pub cors_allow_origin: Vec<String>,
+    /// Where the daemon keeps its data [default: $XDG_DATA_HOME/codebuffd or
+    /// ~/.local/share/codebuffd; env CODEBUFFD_DATA_DIR].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The codebuff agent command [default: the bundled adapter; env CODEBUFFD_AGENT_COMMAND].
+    #[arg(long, value_name = "PATH")]
+    pub agent_command: Option<PathBuf>,
+    /// Default per-turn timeout in seconds, 0 for none [default: 3600; env CODEBUFFD_TURN_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub turn_timeout: Option<f64>,
+    /// Stop a turn whose agent prints nothing for this long, 0 for never [default: 900; env
+    /// CODEBUFFD_INACTIVITY_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub inactivity_timeout: Option<f64>,
+    /// Longest accepted agent output line [default: 8 MiB; env CODEBUFFD_MAX_LINE_BYTES].
+    #[arg(long, value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+    /// Largest accepted request body [default: 1 MiB; env CODEBUFFD_MAX_BODY_BYTES].
+    #[arg(long, value_name = "BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// A TOML file with any of the settings above (snake_case keys) [env CODEBUFFD_CONFIG].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }

@@ -7,7 +7,10 @@
 pub mod agent;
 pub mod cli;
 pub mod codebuff;
+pub mod config;
 pub mod convert;
+pub mod http;
+pub mod server;
 pub mod session;
 pub mod store;
 pub mod universal;

@@ -5,13 +5,15 @@ use std::io::{self, Read};
 use std::process::ExitCode;
 
 use clap::Parser;
-use codebuffd::cli::{Cli, Command, ConvertArgs};
+use codebuffd::cli::{Cli, Command, ConvertArgs, ServerArgs};
+use codebuffd::config::DaemonConfig;
 use codebuffd::convert::{convert_stream, ConvertOptions};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Convert(args) => run_convert(args),
+        Command::Server(args) => run_server(args),
         Command::MockAgent(args) => {
             return ExitCode::from(codebuffd::agent::mock::run(args));
         }
@@ -23,6 +25,24 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(io::stderr)
+        .init();
+    let config = DaemonConfig::resolve(&args, &|name| std::env::var(name).ok())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(codebuffd::server::run(config))?;
+    // Do not wait for stray blocking tasks (a reader stuck on a foreign pipe).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    Ok(())
 }
 
 fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {

@@ -6,6 +6,7 @@ mod command;
 pub mod credentials;
 mod environment;
 mod framing;
+mod launcher;
 pub mod mock;
 mod process;
 
@@ -13,6 +14,7 @@ pub use command::{agent_args, TurnCommand};
 pub use credentials::{Credential, CredentialSource};
 pub use environment::agent_env;
 pub use framing::{Frame, LineFramer};
+pub use launcher::{AgentKind, InstallError, Installation, Launcher};
 pub use process::{
     AgentProcess, ExitInfo, OutputStream, ProcessEvent, SpawnError, SpawnSpec, PIPE_EOF_GRACE,
 };

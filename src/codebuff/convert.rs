@@ -343,6 +343,11 @@ impl CodebuffConverter {
         Ok((self.resolve(question_id, None), skip_line(question_id)))
     }
 
+    /// True while some question waits for an answer.
+    pub fn has_pending_questions(&self) -> bool {
+        !self.questions.is_empty()
+    }
+
     /// The pending question with this id.
     pub fn pending_question(&self, question_id: &str) -> Option<&QuestionData> {
         self.questions.get(question_id)

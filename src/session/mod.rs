@@ -1,5 +1,17 @@
-//! Sessions: the log position of each event and the lifecycle rules around the converter.
+//! Sessions: their settings, the actor that runs their turns and enforces the lifecycle rules,
+//! the registry of all sessions, and the stamping of events into a log.
 
+mod actor;
+mod context;
+mod error;
+mod info;
+mod manager;
 mod recorder;
+mod settings;
 
+pub use context::{Limits, SessionContext};
+pub use error::SessionError;
+pub use info::{EndState, SessionInfo, SessionStatus};
+pub use manager::SessionManager;
 pub use recorder::Recorder;
+pub use settings::{CreateRequest, SessionSettings, AGENT_MODES, PERMISSION_MODES};

@@ -1,0 +1,317 @@
+//! Daemon settings: defaults < TOML file < `CODEBUFFD_*` environment < command-line flags.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cli::ServerArgs;
+
+/// Everything `codebuffd server` runs with, after merging all sources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonConfig {
+    pub host: IpAddr,
+    pub port: u16,
+    /// `None` = no authentication.
+    pub token: Option<String>,
+    pub cors_allow_origins: Vec<String>,
+    pub data_dir: PathBuf,
+    /// The codebuff agent command; `None` = the bundled adapter.
+    pub agent_command: Option<PathBuf>,
+    pub turn_timeout: Option<Duration>,
+    pub inactivity_timeout: Option<Duration>,
+    pub max_line_bytes: usize,
+    pub max_body_bytes: usize,
+}
+
+/// The TOML file's keys (all optional).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    host: Option<String>,
+    port: Option<u16>,
+    token: Option<String>,
+    no_token: Option<bool>,
+    cors_allow_origins: Option<Vec<String>>,
+    data_dir: Option<PathBuf>,
+    agent_command: Option<PathBuf>,
+    turn_timeout_seconds: Option<f64>,
+    inactivity_timeout_seconds: Option<f64>,
+    max_line_bytes: Option<usize>,
+    max_body_bytes: Option<usize>,
+}
+
+/// Why the settings are unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+const DEFAULT_PORT: u16 = 2468;
+const DEFAULT_MAX_LINE: usize = 8 * 1024 * 1024;
+const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+
+impl DaemonConfig {
+    /// Merges flags, the environment (through `env`) and the config file they name.
+    pub fn resolve(
+        args: &ServerArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<DaemonConfig, ConfigError> {
+        let file_path = args
+            .config
+            .clone()
+            .or_else(|| env("CODEBUFFD_CONFIG").map(PathBuf::from));
+        let file = match &file_path {
+            Some(p) => read_file(p)?,
+            None => FileConfig::default(),
+        };
+        let env_parse = |name: &str| env(name).filter(|v| !v.is_empty());
+
+        let host = match args
+            .host
+            .clone()
+            .or_else(|| env_parse("CODEBUFFD_HOST"))
+            .or(file.host)
+        {
+            Some(h) => parse_host(&h)?,
+            None => IpAddr::from([127, 0, 0, 1]),
+        };
+        let port = match args.port {
+            Some(p) => p,
+            None => match env_parse("CODEBUFFD_PORT") {
+                Some(p) => p
+                    .parse()
+                    .map_err(|_| ConfigError(format!("CODEBUFFD_PORT: `{p}` is not a port")))?,
+                None => file.port.unwrap_or(DEFAULT_PORT),
+            },
+        };
+        let no_token = args.no_token
+            || env_parse("CODEBUFFD_NO_TOKEN").is_some_and(|v| truthy(&v))
+            || (args.token.is_none()
+                && env_parse("CODEBUFFD_TOKEN").is_none()
+                && file.no_token.unwrap_or(false));
+        let token = if args.no_token {
+            None
+        } else {
+            args.token
+                .clone()
+                .or_else(|| env_parse("CODEBUFFD_TOKEN"))
+                .or(file.token)
+                .filter(|_| !no_token || args.token.is_some())
+        };
+        if let Some(t) = &token {
+            if t.is_empty() {
+                return Err(ConfigError("the token must not be empty".into()));
+            }
+        }
+        if token.is_none() && !no_token && !host.is_loopback() {
+            return Err(ConfigError(format!(
+                "refusing to listen on {host} without authentication: give --token TOKEN, or --no-token to run open"
+            )));
+        }
+        let cors_allow_origins = if !args.cors_allow_origin.is_empty() {
+            args.cors_allow_origin.clone()
+        } else if let Some(list) = env_parse("CODEBUFFD_CORS_ALLOW_ORIGIN") {
+            list.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        } else {
+            file.cors_allow_origins.unwrap_or_default()
+        };
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or_else(|| env_parse("CODEBUFFD_DATA_DIR").map(PathBuf::from))
+            .or(file.data_dir)
+            .unwrap_or_else(|| default_data_dir(env));
+        let agent_command = args
+            .agent_command
+            .clone()
+            .or_else(|| env_parse("CODEBUFFD_AGENT_COMMAND").map(PathBuf::from))
+            .or(file.agent_command);
+        let turn_timeout = seconds(
+            "turn timeout",
+            args.turn_timeout
+                .or(parse_num(
+                    env_parse("CODEBUFFD_TURN_TIMEOUT"),
+                    "CODEBUFFD_TURN_TIMEOUT",
+                )?)
+                .or(file.turn_timeout_seconds)
+                .unwrap_or(3600.0),
+        )?;
+        let inactivity_timeout = seconds(
+            "inactivity timeout",
+            args.inactivity_timeout
+                .or(parse_num(
+                    env_parse("CODEBUFFD_INACTIVITY_TIMEOUT"),
+                    "CODEBUFFD_INACTIVITY_TIMEOUT",
+                )?)
+                .or(file.inactivity_timeout_seconds)
+                .unwrap_or(900.0),
+        )?;
+        let max_line_bytes = args
+            .max_line_bytes
+            .or(parse_num(
+                env_parse("CODEBUFFD_MAX_LINE_BYTES"),
+                "CODEBUFFD_MAX_LINE_BYTES",
+            )?)
+            .or(file.max_line_bytes)
+            .unwrap_or(DEFAULT_MAX_LINE);
+        let max_body_bytes = args
+            .max_body_bytes
+            .or(parse_num(
+                env_parse("CODEBUFFD_MAX_BODY_BYTES"),
+                "CODEBUFFD_MAX_BODY_BYTES",
+            )?)
+            .or(file.max_body_bytes)
+            .unwrap_or(DEFAULT_MAX_BODY);
+        if max_line_bytes < 1024 || max_body_bytes < 1024 {
+            return Err(ConfigError(
+                "line and body limits must be at least 1024 bytes".into(),
+            ));
+        }
+        Ok(DaemonConfig {
+            host,
+            port,
+            token,
+            cors_allow_origins,
+            data_dir,
+            agent_command,
+            turn_timeout,
+            inactivity_timeout,
+            max_line_bytes,
+            max_body_bytes,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| ConfigError(format!("config file {}: {e}", path.display())))
+}
+
+fn parse_host(h: &str) -> Result<IpAddr, ConfigError> {
+    if h == "localhost" {
+        return Ok(IpAddr::from([127, 0, 0, 1]));
+    }
+    h.trim_matches(['[', ']'])
+        .parse()
+        .map_err(|_| ConfigError(format!("host `{h}` is not an IP address")))
+}
+
+fn parse_num<T: std::str::FromStr>(
+    v: Option<String>,
+    name: &str,
+) -> Result<Option<T>, ConfigError> {
+    v.map(|v| {
+        v.parse()
+            .map_err(|_| ConfigError(format!("{name}: `{v}` is not a number")))
+    })
+    .transpose()
+}
+
+/// A timeout in seconds; 0 disables it.
+fn seconds(what: &str, s: f64) -> Result<Option<Duration>, ConfigError> {
+    if !s.is_finite() || s < 0.0 {
+        return Err(ConfigError(format!("{what} must be ≥ 0 seconds")));
+    }
+    Ok((s > 0.0).then(|| Duration::from_secs_f64(s)))
+}
+
+fn truthy(v: &str) -> bool {
+    matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
+}
+
+fn default_data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(xdg) = env("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(xdg).join("codebuffd");
+    }
+    match env("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".local/share/codebuffd"),
+        None => std::env::temp_dir().join("codebuffd"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::collections::HashMap;
+
+    fn args(argv: &[&str]) -> ServerArgs {
+        #[derive(Parser)]
+        struct T {
+            #[command(flatten)]
+            a: ServerArgs,
+        }
+        T::parse_from(std::iter::once("x").chain(argv.iter().copied())).a
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_listen_on_loopback_2468() {
+        let c = DaemonConfig::resolve(&args(&[]), &env(&[("HOME", "/h")])).unwrap();
+        assert_eq!(c.host, IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(c.port, 2468);
+        assert_eq!(c.token, None);
+        assert_eq!(c.data_dir, PathBuf::from("/h/.local/share/codebuffd"));
+        assert_eq!(c.turn_timeout, Some(Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn flags_beat_env_beat_file() {
+        let dir = std::env::temp_dir().join(format!("codebuffd-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "port = 1111\ntoken = \"file\"\nmax_line_bytes = 4096\n",
+        )
+        .unwrap();
+        let f = file.to_str().unwrap();
+        let c = DaemonConfig::resolve(&args(&["--config", f]), &env(&[])).unwrap();
+        assert_eq!(
+            (c.port, c.token.as_deref(), c.max_line_bytes),
+            (1111, Some("file"), 4096)
+        );
+        let e = env(&[("CODEBUFFD_PORT", "2222"), ("CODEBUFFD_TOKEN", "env")]);
+        let c = DaemonConfig::resolve(&args(&["--config", f]), &e).unwrap();
+        assert_eq!((c.port, c.token.as_deref()), (2222, Some("env")));
+        let c = DaemonConfig::resolve(
+            &args(&["--config", f, "--port", "3333", "--token", "flag"]),
+            &e,
+        )
+        .unwrap();
+        assert_eq!((c.port, c.token.as_deref()), (3333, Some("flag")));
+        let c = DaemonConfig::resolve(&args(&["--config", f, "--no-token"]), &e).unwrap();
+        assert_eq!(c.token, None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn open_non_loopback_needs_an_explicit_no_token() {
+        assert!(DaemonConfig::resolve(&args(&["--host", "0.0.0.0"]), &env(&[])).is_err());
+        assert!(
+            DaemonConfig::resolve(&args(&["--host", "0.0.0.0", "--no-token"]), &env(&[])).is_ok()
+        );
+        assert!(
+            DaemonConfig::resolve(&args(&["--host", "0.0.0.0", "--token", "t"]), &env(&[])).is_ok()
+        );
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let e = DaemonConfig::resolve(&args(&[]), &env(&[("CODEBUFFD_PORT", "http")])).unwrap_err();
+        assert!(e.0.contains("CODEBUFFD_PORT"));
+        assert!(DaemonConfig::resolve(&args(&["--host", "nowhere"]), &env(&[])).is_err());
+    }
+}

@@ -1,0 +1,139 @@
+//! The `/v1` HTTP API: routes, SSE, auth, CORS, body limits and problem documents
+//! (`spec/http-api.md`). The only layer that knows about HTTP.
+
+mod agents;
+mod auth;
+mod events;
+mod extract;
+mod openapi;
+mod problem;
+mod questions;
+mod sessions;
+
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Serialize;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use crate::session::SessionManager;
+
+pub use openapi::ApiDoc;
+pub use problem::Problem;
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct AppState {
+    pub manager: Arc<SessionManager>,
+    /// The required token; `None` = open.
+    pub token: Option<Arc<str>>,
+}
+
+/// HTTP-level settings.
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    pub token: Option<String>,
+    pub cors_allow_origins: Vec<String>,
+    pub max_body_bytes: usize,
+}
+
+/// `GET /v1/health`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Health {
+    pub status: &'static str,
+}
+
+#[utoipa::path(get, path = "/v1/health", tag = "agents",
+    responses((status = 200, body = Health)))]
+pub async fn health() -> Json<Health> {
+    Json(Health { status: "ok" })
+}
+
+async fn not_found() -> Problem {
+    Problem::new("not_found", StatusCode::NOT_FOUND, "no such route")
+}
+
+async fn method_not_allowed() -> Problem {
+    Problem::new(
+        "method_not_allowed",
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this route does not take that method",
+    )
+}
+
+/// The whole API.
+pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
+    let state = AppState {
+        manager,
+        token: options.token.as_deref().map(Arc::from),
+    };
+    let s = "/v1/sessions/{id}";
+    let api = Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/openapi.json", get(openapi::openapi_json))
+        .route("/v1/agents", get(agents::list_agents))
+        .route("/v1/agents/{agent}/install", post(agents::install_agent))
+        .route("/v1/agents/{agent}/modes", get(agents::list_modes))
+        .route("/v1/agents/{agent}/models", get(agents::list_models))
+        .route("/v1/sessions", get(sessions::list_sessions))
+        .route(s, post(sessions::create_session).get(sessions::get_session))
+        .route(&format!("{s}/messages"), post(sessions::post_message))
+        .route(
+            &format!("{s}/messages/stream"),
+            post(sessions::post_message_stream),
+        )
+        .route(&format!("{s}/terminate"), post(sessions::terminate))
+        .route(&format!("{s}/cancel"), post(sessions::cancel))
+        .route(&format!("{s}/events"), get(events::poll_events))
+        .route(&format!("{s}/events/sse"), get(events::sse_events))
+        .route(&format!("{s}/events.jsonl"), get(events::transcript))
+        .route(
+            &format!("{s}/questions/{{question_id}}/reply"),
+            post(questions::reply),
+        )
+        .route(
+            &format!("{s}/questions/{{question_id}}/reject"),
+            post(questions::reject),
+        )
+        .route(
+            &format!("{s}/permissions/{{permission_id}}/reply"),
+            post(questions::permission_reply),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(options.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .with_state(state);
+    match cors(&options.cors_allow_origins) {
+        Some(layer) => api.layer(layer),
+        None => api,
+    }
+}
+
+/// CORS for the configured origins; closed (no layer) when there are none.
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_headers([
+                axum::http::header::AUTHORIZATION,
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderName::from_static("last-event-id"),
+            ]),
+    )
+}

@@ -1,0 +1,206 @@
+//! `/v1/sessions…`: create, list, inspect, message, cancel and terminate sessions.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+
+use super::events::{turn_stream, RawQuery};
+use super::extract::{ApiJson, ApiQuery};
+use super::problem::Problem;
+use super::AppState;
+use crate::session::{CreateRequest, SessionInfo};
+
+/// `POST /v1/sessions/{id}` body; unknown keys are ignored.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSession {
+    pub agent: String,
+    pub agent_mode: Option<String>,
+    pub permission_mode: Option<String>,
+    pub model: Option<String>,
+    pub variant: Option<String>,
+    pub agent_version: Option<String>,
+    /// The agent's working directory (must exist); default: the daemon's.
+    pub directory: Option<String>,
+    pub title: Option<String>,
+    /// (ours) Per-turn timeout.
+    pub timeout_seconds: Option<f64>,
+    /// (ours) Extra environment for the agent.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// (ours) A Codebuff API key for this session only; never echoed or logged.
+    pub api_key: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}` answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSessionResponse {
+    pub healthy: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub native_session_id: Option<String>,
+}
+
+#[utoipa::path(post, path = "/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path)), request_body = CreateSession,
+    responses((status = 200, body = CreateSessionResponse), (status = 400, body = Problem),
+        (status = 404, body = Problem), (status = 409, body = Problem)))]
+pub async fn create_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<CreateSession>,
+) -> Result<Json<CreateSessionResponse>, Problem> {
+    let req = CreateRequest {
+        agent: body.agent,
+        agent_mode: body.agent_mode,
+        permission_mode: body.permission_mode,
+        model: body.model,
+        variant: body.variant,
+        agent_version: body.agent_version,
+        directory: body.directory,
+        title: body.title,
+        timeout_seconds: body.timeout_seconds,
+        env: body.env,
+        api_key: body.api_key,
+    };
+    let info = state
+        .manager
+        .create(&id, req)
+        .await
+        .map_err(|e| Problem::from(e).session(&id))?;
+    Ok(Json(CreateSessionResponse {
+        healthy: true,
+        native_session_id: info.native_session_id,
+    }))
+}
+
+/// `GET /v1/sessions`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SessionList {
+    #[schema(value_type = Vec<Object>)]
+    pub sessions: Vec<SessionInfo>,
+}
+
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
+    responses((status = 200, body = SessionList)))]
+pub async fn list_sessions(State(state): State<AppState>) -> Json<SessionList> {
+    Json(SessionList {
+        sessions: state.manager.list(),
+    })
+}
+
+#[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path)),
+    responses((status = 200, description = "SessionInfo", body = Object), (status = 404, body = Problem)))]
+pub async fn get_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionInfo>, Problem> {
+    Ok(Json(state.manager.info(&id)?))
+}
+
+/// A file attached to a message.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Attachment {
+    pub path: String,
+    pub mime: Option<String>,
+    pub filename: Option<String>,
+}
+
+/// `POST /v1/sessions/{id}/messages[/stream]` body.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+pub struct MessageRequest {
+    pub message: String,
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
+}
+
+impl MessageRequest {
+    /// The prompt the agent gets: the message, then the attached files' paths.
+    fn prompt(self) -> Result<String, Problem> {
+        if self.message.trim().is_empty() && self.attachments.is_empty() {
+            return Err(Problem::invalid("`message` must not be empty"));
+        }
+        let mut prompt = self.message;
+        if !self.attachments.is_empty() {
+            prompt.push_str("\n\nAttached files:");
+            for a in &self.attachments {
+                prompt.push_str("\n- ");
+                prompt.push_str(&a.path);
+                let about: Vec<&str> = [a.filename.as_deref(), a.mime.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                if !about.is_empty() {
+                    prompt.push_str(&format!(" ({})", about.join(", ")));
+                }
+            }
+        }
+        Ok(prompt)
+    }
+}
+
+#[utoipa::path(post, path = "/v1/sessions/{id}/messages", tag = "sessions",
+    params(("id" = String, Path)), request_body = MessageRequest,
+    responses((status = 204), (status = 400, body = Problem), (status = 404, body = Problem),
+        (status = 500, body = Problem)))]
+pub async fn post_message(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<MessageRequest>,
+) -> Result<StatusCode, Problem> {
+    let prompt = body.prompt()?;
+    state
+        .manager
+        .send_message(&id, prompt)
+        .map_err(|e| Problem::from(e).session(&id))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/sessions/{id}/messages/stream", tag = "sessions",
+    params(("id" = String, Path), RawQuery), request_body = MessageRequest,
+    responses((status = 200, description = "SSE of this turn's events; closes after turn.ended, session.ended, question.requested or permission.requested", content_type = "text/event-stream"),
+        (status = 400, body = Problem), (status = 404, body = Problem)))]
+pub async fn post_message_stream(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<RawQuery>,
+    ApiJson(body): ApiJson<MessageRequest>,
+) -> Result<Response, Problem> {
+    let prompt = body.prompt()?;
+    let first = state
+        .manager
+        .send_message_and_wait(&id, prompt)
+        .await
+        .map_err(|e| Problem::from(e).session(&id))?;
+    Ok(turn_stream(&state, &id, first - 1, query.include_raw())
+        .map_err(|e| Problem::from(e).session(&id))?
+        .into_response())
+}
+
+#[utoipa::path(post, path = "/v1/sessions/{id}/terminate", tag = "sessions",
+    params(("id" = String, Path)),
+    responses((status = 204), (status = 404, body = Problem)))]
+pub async fn terminate(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, Problem> {
+    state.manager.terminate(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/sessions/{id}/cancel", tag = "sessions",
+    params(("id" = String, Path)),
+    responses((status = 204), (status = 404, body = Problem)))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, Problem> {
+    state.manager.cancel(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

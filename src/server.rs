@@ -1,0 +1,92 @@
+//! `codebuffd server`: wires config, store, sessions and HTTP together, and owns shutdown.
+//!
+//! SIGTERM/SIGINT: stop accepting connections, end every running turn (killing its process
+//! group and recording the ending), close the streams, exit 0.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::agent::Launcher;
+use crate::config::DaemonConfig;
+use crate::http::{router, HttpOptions};
+use crate::session::{Limits, SessionContext, SessionManager};
+use crate::store::MemoryStore;
+
+/// How long shutdown waits for sessions to end their turns.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
+/// How long open connections get to finish after the sessions have stopped.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// Runs the daemon until a shutdown signal.
+pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
+    let agent_state_dir = config.data_dir.join("agent-state");
+    std::fs::create_dir_all(&agent_state_dir).with_context(|| {
+        format!(
+            "cannot create the data directory {}",
+            config.data_dir.display()
+        )
+    })?;
+    let store = Arc::new(MemoryStore::new());
+    let launcher = Arc::new(Launcher::new(config.agent_command.clone(), None));
+    let limits = Limits {
+        turn_timeout: config.turn_timeout,
+        inactivity_timeout: config.inactivity_timeout,
+        max_line_bytes: config.max_line_bytes,
+        ..Limits::default()
+    };
+    let ctx = SessionContext::from_env(store, launcher, limits, agent_state_dir);
+    let manager = Arc::new(SessionManager::new(ctx));
+    let app = router(
+        manager.clone(),
+        &HttpOptions {
+            token: config.token.clone(),
+            cors_allow_origins: config.cors_allow_origins.clone(),
+            max_body_bytes: config.max_body_bytes,
+        },
+    );
+    let addr = SocketAddr::new(config.host, config.port);
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    tracing::info!(
+        address = %listener.local_addr().unwrap_or(addr),
+        auth = config.token.is_some(),
+        "codebuffd listening"
+    );
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app).with_graceful_shutdown({
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    });
+    let mut server = std::pin::pin!(std::future::IntoFuture::into_future(server));
+    tokio::select! {
+        result = &mut server => return result.context("the HTTP server failed"),
+        () = shutdown_signal() => {}
+    }
+    tracing::info!("shutting down: ending running turns");
+    manager.shutdown(SHUTDOWN_LIMIT).await;
+    let _ = stop_tx.send(true);
+    // Live SSE streams never end by themselves: give connections a moment, then stop.
+    let _ = tokio::time::timeout(DRAIN_LIMIT, server).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,28 @@
+//! What can go wrong with a session request; the HTTP layer maps each to a problem document.
+
+use crate::store::StoreError;
+
+/// Errors of the session layer.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("session `{0}` not found")]
+    NotFound(String),
+    #[error("session `{0}` already exists")]
+    AlreadyExists(String),
+    #[error("agent `{0}` is not supported; use `codebuff` or `mock`")]
+    UnsupportedAgent(String),
+    #[error("{0}")]
+    ModeNotSupported(String),
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("agent `{agent}` is not installed: {how}")]
+    AgentNotInstalled { agent: String, how: String },
+    #[error("session terminated")]
+    Terminated,
+    #[error("the session's agent failed: {0}")]
+    AgentExited(String),
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

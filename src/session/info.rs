@@ -1,0 +1,53 @@
+//! `SessionInfo`: what `GET /v1/sessions[/{id}]` reports about a session, kept current by its
+//! actor and read without waiting for it.
+
+use serde::Serialize;
+
+use crate::universal::Cost;
+
+/// Where a session is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// No turn is running; a message starts one.
+    Idle,
+    /// A turn is running.
+    Running,
+    /// A turn is waiting for the answer to a question.
+    AwaitingInput,
+    /// The session is over; it takes no more messages.
+    Ended,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndState {
+    /// Terminated on request.
+    Terminated,
+    /// The agent failed fatally (credentials, credits, cannot start).
+    Error(String),
+}
+
+/// A snapshot of a session (`SessionInfo` of `http-api.md`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub session_id: String,
+    pub agent: String,
+    pub agent_mode: String,
+    pub permission_mode: String,
+    pub model: Option<String>,
+    pub variant: Option<String>,
+    pub native_session_id: Option<String>,
+    pub ended: bool,
+    pub event_count: u64,
+    /// Epoch milliseconds.
+    pub created_at: u64,
+    /// Epoch milliseconds of the last event.
+    pub updated_at: u64,
+    pub directory: String,
+    pub title: Option<String>,
+    pub status: SessionStatus,
+    pub cost: Cost,
+    pub turns: u64,
+}

@@ -1,0 +1,305 @@
+//! The session registry: creates sessions, routes requests to their actors, lists them, and
+//! shuts them all down.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::actor::{now_ms, Actor, Command, Live, Shared};
+use super::context::SessionContext;
+use super::info::{SessionInfo, SessionStatus};
+use super::settings::{CreateRequest, SessionSettings};
+use super::{Recorder, SessionError};
+use crate::agent::AgentKind;
+use crate::store::{EventStore, StoreError};
+use crate::universal::{format_time, Cost};
+
+/// Longest accepted session id.
+const MAX_ID_LEN: usize = 256;
+
+struct Handle {
+    id: Arc<str>,
+    settings: Arc<SessionSettings>,
+    created_at: u64,
+    shared: Shared,
+    tx: mpsc::UnboundedSender<Command>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// All sessions of the daemon.
+pub struct SessionManager {
+    ctx: Arc<SessionContext>,
+    sessions: RwLock<HashMap<String, Arc<Handle>>>,
+    shutting_down: AtomicBool,
+}
+
+impl SessionManager {
+    /// An empty manager.
+    pub fn new(ctx: SessionContext) -> Self {
+        SessionManager {
+            ctx: Arc::new(ctx),
+            sessions: RwLock::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+        }
+    }
+
+    /// The event log all sessions write to.
+    pub fn store(&self) -> &Arc<dyn EventStore> {
+        &self.ctx.store
+    }
+
+    /// The daemon-wide context.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    fn handle(&self, id: &str) -> Result<Arc<Handle>, SessionError> {
+        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SessionError::NotFound(id.to_owned()))
+    }
+
+    /// Creates a session: validates the request, makes sure its agent can run (installing the
+    /// adapter's dependencies when missing), records `session.started` and starts its actor.
+    /// Returns the native session id (none yet for a new session).
+    pub async fn create(&self, id: &str, req: CreateRequest) -> Result<SessionInfo, SessionError> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(SessionError::ShuttingDown);
+        }
+        if id.is_empty() || id.len() > MAX_ID_LEN || id.chars().any(char::is_control) {
+            return Err(SessionError::InvalidRequest(format!(
+                "a session id must be 1 to {MAX_ID_LEN} printable characters"
+            )));
+        }
+        if self.handle(id).is_ok() {
+            return Err(SessionError::AlreadyExists(id.to_owned()));
+        }
+        let settings = SessionSettings::validate(req, &self.ctx.cwd)?;
+        if settings.agent == AgentKind::Codebuff {
+            self.ctx
+                .launcher
+                .install(AgentKind::Codebuff, false)
+                .await
+                .map_err(|e| SessionError::AgentNotInstalled {
+                    agent: "codebuff".into(),
+                    how: e.0,
+                })?;
+        }
+        let settings = Arc::new(settings);
+        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        if sessions.contains_key(id) {
+            return Err(SessionError::AlreadyExists(id.to_owned()));
+        }
+        self.ctx.store.create(id).map_err(|e| match e {
+            StoreError::AlreadyExists(id) => SessionError::AlreadyExists(id),
+            other => SessionError::Store(other),
+        })?;
+        let mut drafts = vec![Recorder::session_started(settings.metadata())];
+        let time = format_time(time::OffsetDateTime::now_utc()).into();
+        self.ctx.store.append(id, &mut drafts, time, None)?;
+        let now = now_ms();
+        let shared: Shared = Arc::new(Mutex::new(Live {
+            status: SessionStatus::Idle,
+            end: None,
+            native_session_id: None,
+            cost: Cost::default(),
+            turns: 0,
+            event_count: 1,
+            updated_at: now,
+        }));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let id: Arc<str> = id.into();
+        let actor = Actor::new(
+            id.clone(),
+            settings.clone(),
+            self.ctx.clone(),
+            shared.clone(),
+            rx,
+        );
+        let task = tokio::spawn(actor.run());
+        let handle = Arc::new(Handle {
+            id: id.clone(),
+            settings,
+            created_at: now,
+            shared,
+            tx,
+            task: Mutex::new(Some(task)),
+        });
+        tracing::info!(session = %id, agent = handle.settings.agent.id(), "session created");
+        let info = info_of(&handle);
+        sessions.insert(id.to_string(), handle);
+        Ok(info)
+    }
+
+    /// Every session, newest first.
+    pub fn list(&self) -> Vec<SessionInfo> {
+        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        let mut handles: Vec<&Arc<Handle>> = sessions.values().collect();
+        handles.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        handles.into_iter().map(|h| info_of(h)).collect::<Vec<_>>()
+    }
+
+    /// One session's info.
+    pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
+        Ok(info_of(&*self.handle(id)?))
+    }
+
+    fn send(&self, handle: &Handle, cmd: Command) -> Result<(), SessionError> {
+        handle.tx.send(cmd).map_err(|_| SessionError::ShuttingDown)
+    }
+
+    fn check_open(&self, handle: &Handle) -> Result<(), SessionError> {
+        let live = handle.shared.lock().unwrap_or_else(|p| p.into_inner());
+        match &live.end {
+            Some(super::info::EndState::Terminated) => Err(SessionError::Terminated),
+            Some(super::info::EndState::Error(m)) => Err(SessionError::AgentExited(m.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Queues a message; it runs when the turns before it have ended.
+    pub fn send_message(&self, id: &str, prompt: String) -> Result<(), SessionError> {
+        let handle = self.handle(id)?;
+        self.check_open(&handle)?;
+        self.send(
+            &handle,
+            Command::Message {
+                prompt,
+                started: None,
+            },
+        )
+    }
+
+    /// Queues a message and waits until its turn starts; returns the sequence of its
+    /// `turn.started` (the turn stream starts there).
+    pub async fn send_message_and_wait(
+        &self,
+        id: &str,
+        prompt: String,
+    ) -> Result<u64, SessionError> {
+        let handle = self.handle(id)?;
+        self.check_open(&handle)?;
+        let (tx, rx) = oneshot::channel();
+        self.send(
+            &handle,
+            Command::Message {
+                prompt,
+                started: Some(tx),
+            },
+        )?;
+        rx.await.map_err(|_| SessionError::ShuttingDown)?
+    }
+
+    /// Answers a pending question (one list of answers per question).
+    pub async fn answer(
+        &self,
+        id: &str,
+        question_id: &str,
+        answers: Vec<Vec<String>>,
+    ) -> Result<(), SessionError> {
+        let handle = self.handle(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(
+            &handle,
+            Command::Answer {
+                question_id: question_id.to_owned(),
+                answers,
+                reply,
+            },
+        )?;
+        rx.await.map_err(|_| SessionError::ShuttingDown)?
+    }
+
+    /// Declines a pending question.
+    pub async fn reject(&self, id: &str, question_id: &str) -> Result<(), SessionError> {
+        let handle = self.handle(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(
+            &handle,
+            Command::Reject {
+                question_id: question_id.to_owned(),
+                reply,
+            },
+        )?;
+        rx.await.map_err(|_| SessionError::ShuttingDown)?
+    }
+
+    /// Stops the running turn (if any); the session stays usable.
+    pub async fn cancel(&self, id: &str) -> Result<(), SessionError> {
+        let handle = self.handle(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(&handle, Command::Cancel { reply })?;
+        let _ = rx.await;
+        Ok(())
+    }
+
+    /// Ends the session (idempotent): stops its turn, records `session.ended`.
+    pub async fn terminate(&self, id: &str) -> Result<(), SessionError> {
+        let handle = self.handle(id)?;
+        let (reply, rx) = oneshot::channel();
+        if handle.tx.send(Command::Terminate { reply }).is_ok() {
+            let _ = rx.await;
+        }
+        Ok(())
+    }
+
+    /// Stops accepting sessions, ends every running turn (recording its ending) and waits for
+    /// the actors, at most `limit`.
+    pub async fn shutdown(&self, limit: Duration) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let handles: Vec<Arc<Handle>> = {
+            let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+            sessions.values().cloned().collect()
+        };
+        let mut waits = Vec::new();
+        for h in &handles {
+            let (reply, rx) = oneshot::channel();
+            if h.tx.send(Command::Shutdown { reply }).is_ok() {
+                waits.push(rx);
+            }
+        }
+        let all = async {
+            for rx in waits {
+                let _ = rx.await;
+            }
+            for h in &handles {
+                let task = h.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(task) = task {
+                    let _ = task.await;
+                }
+            }
+        };
+        if tokio::time::timeout(limit, all).await.is_err() {
+            tracing::warn!("some sessions did not stop in time");
+        }
+    }
+}
+
+fn info_of(h: &Handle) -> SessionInfo {
+    let live = h.shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let s = &h.settings;
+    SessionInfo {
+        session_id: h.id.to_string(),
+        agent: s.agent.id().to_owned(),
+        agent_mode: s.agent_mode.clone(),
+        permission_mode: s.permission_mode.clone(),
+        model: s.model.clone(),
+        variant: s.variant.clone(),
+        native_session_id: live.native_session_id,
+        ended: live.end.is_some(),
+        event_count: live.event_count,
+        created_at: h.created_at,
+        updated_at: live.updated_at,
+        directory: s.directory.display().to_string(),
+        title: s.title.clone(),
+        status: live.status,
+        cost: live.cost,
+        turns: live.turns,
+    }
+}

@@ -1,0 +1,204 @@
+//! A session's settings: validated once at creation, then fixed for the session's life.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::SessionError;
+use crate::agent::AgentKind;
+use crate::universal::SessionMetadata;
+
+/// Agent modes both agents accept (`http-api.md`): `build` is the default.
+pub const AGENT_MODES: &[&str] = &["build", "free", "max", "plan"];
+/// Permission modes: Codebuff runs its tools without asking.
+pub const PERMISSION_MODES: &[&str] = &["bypass"];
+
+/// What a client asks for when creating a session (already decoded from JSON).
+#[derive(Debug, Clone, Default)]
+pub struct CreateRequest {
+    pub agent: String,
+    pub agent_mode: Option<String>,
+    pub permission_mode: Option<String>,
+    pub model: Option<String>,
+    pub variant: Option<String>,
+    pub agent_version: Option<String>,
+    pub directory: Option<String>,
+    pub title: Option<String>,
+    pub timeout_seconds: Option<f64>,
+    pub env: BTreeMap<String, String>,
+    pub api_key: Option<String>,
+}
+
+/// The validated settings of a session.
+#[derive(Clone)]
+pub struct SessionSettings {
+    pub agent: AgentKind,
+    pub agent_mode: String,
+    pub permission_mode: String,
+    pub model: Option<String>,
+    pub variant: Option<String>,
+    pub directory: PathBuf,
+    pub title: Option<String>,
+    /// Per-turn limit; `None` uses the daemon's default.
+    pub turn_timeout: Option<Duration>,
+    pub env: Vec<(String, String)>,
+    /// The session's own Codebuff credential; never echoed or logged.
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for SessionSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSettings")
+            .field("agent", &self.agent)
+            .field("agent_mode", &self.agent_mode)
+            .field("permission_mode", &self.permission_mode)
+            .field("model", &self.model)
+            .field("directory", &self.directory)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionSettings {
+    /// Validates a create request; `cwd` is the daemon's directory (the default `directory`).
+    pub fn validate(req: CreateRequest, cwd: &std::path::Path) -> Result<Self, SessionError> {
+        let agent = AgentKind::parse(&req.agent)
+            .ok_or_else(|| SessionError::UnsupportedAgent(req.agent.clone()))?;
+        let agent_mode = req.agent_mode.unwrap_or_else(|| "build".to_owned());
+        if !AGENT_MODES.contains(&agent_mode.as_str()) {
+            return Err(SessionError::ModeNotSupported(format!(
+                "agentMode `{agent_mode}` is not supported; use one of {}",
+                AGENT_MODES.join(", ")
+            )));
+        }
+        let permission_mode = req.permission_mode.unwrap_or_else(|| "bypass".to_owned());
+        if !PERMISSION_MODES.contains(&permission_mode.as_str()) {
+            return Err(SessionError::ModeNotSupported(format!(
+                "permissionMode `{permission_mode}` is not supported; Codebuff runs its tools without asking (`bypass`)"
+            )));
+        }
+        let directory = match req.directory.as_deref() {
+            None | Some("") => cwd.to_path_buf(),
+            Some(d) => {
+                let path = PathBuf::from(d);
+                let path = if path.is_absolute() {
+                    path
+                } else {
+                    cwd.join(path)
+                };
+                if !path.is_dir() {
+                    return Err(SessionError::InvalidRequest(format!(
+                        "directory `{d}` does not exist or is not a directory"
+                    )));
+                }
+                path
+            }
+        };
+        let turn_timeout = match req.timeout_seconds {
+            None => None,
+            Some(s) if s.is_finite() && s > 0.0 && s <= 7.0 * 86400.0 => {
+                Some(Duration::from_secs_f64(s))
+            }
+            Some(s) => {
+                return Err(SessionError::InvalidRequest(format!(
+                    "timeoutSeconds must be a positive number of seconds (at most a week), got {s}"
+                )))
+            }
+        };
+        if let Some(bad) = req
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains(['=', '\0']))
+        {
+            return Err(SessionError::InvalidRequest(format!(
+                "env: `{bad}` is not a valid variable name"
+            )));
+        }
+        Ok(SessionSettings {
+            agent,
+            agent_mode,
+            permission_mode,
+            model: req.model.filter(|m| !m.is_empty()),
+            variant: req.variant,
+            directory,
+            title: req.title,
+            turn_timeout,
+            env: req.env.into_iter().collect(),
+            api_key: req.api_key.filter(|k| !k.trim().is_empty()),
+        })
+    }
+
+    /// The `session.started` metadata.
+    pub fn metadata(&self) -> SessionMetadata {
+        SessionMetadata {
+            agent: Some(self.agent.id().to_owned()),
+            agent_mode: Some(self.agent_mode.clone()),
+            model: self.model.clone(),
+            permission_mode: Some(self.permission_mode.clone()),
+            variant: self.variant.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(agent: &str) -> CreateRequest {
+        CreateRequest {
+            agent: agent.into(),
+            ..CreateRequest::default()
+        }
+    }
+
+    #[test]
+    fn defaults_are_build_bypass_and_the_daemon_directory() {
+        let cwd = std::env::temp_dir();
+        let s = SessionSettings::validate(req("mock"), &cwd).unwrap();
+        assert_eq!(s.agent, AgentKind::Mock);
+        assert_eq!(s.agent_mode, "build");
+        assert_eq!(s.permission_mode, "bypass");
+        assert_eq!(s.directory, cwd);
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_the_right_kind() {
+        let cwd = std::env::temp_dir();
+        assert!(matches!(
+            SessionSettings::validate(req("claude"), &cwd),
+            Err(SessionError::UnsupportedAgent(_))
+        ));
+        let mut r = req("codebuff");
+        r.agent_mode = Some("turbo".into());
+        assert!(matches!(
+            SessionSettings::validate(r, &cwd),
+            Err(SessionError::ModeNotSupported(_))
+        ));
+        let mut r = req("codebuff");
+        r.permission_mode = Some("plan".into());
+        assert!(matches!(
+            SessionSettings::validate(r, &cwd),
+            Err(SessionError::ModeNotSupported(_))
+        ));
+        let mut r = req("codebuff");
+        r.directory = Some("/definitely/not/here".into());
+        assert!(matches!(
+            SessionSettings::validate(r, &cwd),
+            Err(SessionError::InvalidRequest(_))
+        ));
+        let mut r = req("mock");
+        r.timeout_seconds = Some(-1.0);
+        assert!(matches!(
+            SessionSettings::validate(r, &cwd),
+            Err(SessionError::InvalidRequest(_))
+        ));
+    }
+
+    #[test]
+    fn debug_never_shows_the_api_key() {
+        let mut r = req("mock");
+        r.api_key = Some("sk-secret".into());
+        let s = SessionSettings::validate(r, &std::env::temp_dir()).unwrap();
+        assert!(!format!("{s:?}").contains("sk-secret"));
+    }
+}
