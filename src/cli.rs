@@ -120,6 +120,10 @@ pub struct ServerArgs {
     /// Largest accepted request body [default: 1 MiB; env CODEBUFFD_MAX_BODY_BYTES].
     #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
+    /// Seconds between SSE keep-alive comments on idle streams [default: 15; env
+    /// CODEBUFFD_SSE_KEEP_ALIVE].
+    #[arg(long, value_name = "SECONDS")]
+    pub sse_keep_alive: Option<f64>,
     /// A TOML file with any of the settings above (snake_case keys) [env CODEBUFFD_CONFIG].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -23,6 +23,7 @@ pub struct DaemonConfig {
     pub inactivity_timeout: Option<Duration>,
     pub max_line_bytes: usize,
     pub max_body_bytes: usize,
+    pub sse_keep_alive: Duration,
 }
 
 /// The TOML file's keys (all optional).
@@ -40,6 +41,7 @@ struct FileConfig {
     inactivity_timeout_seconds: Option<f64>,
     max_line_bytes: Option<usize>,
     max_body_bytes: Option<usize>,
+    sse_keep_alive_seconds: Option<f64>,
 }
 
 /// Why the settings are unusable.
@@ -166,6 +168,17 @@ impl DaemonConfig {
             )?)
             .or(file.max_body_bytes)
             .unwrap_or(DEFAULT_MAX_BODY);
+        let sse_keep_alive = seconds(
+            "SSE keep-alive",
+            args.sse_keep_alive
+                .or(parse_num(
+                    env_parse("CODEBUFFD_SSE_KEEP_ALIVE"),
+                    "CODEBUFFD_SSE_KEEP_ALIVE",
+                )?)
+                .or(file.sse_keep_alive_seconds)
+                .unwrap_or(15.0),
+        )?
+        .unwrap_or(Duration::from_secs(15));
         if max_line_bytes < 1024 || max_body_bytes < 1024 {
             return Err(ConfigError(
                 "line and body limits must be at least 1024 bytes".into(),
@@ -182,6 +195,7 @@ impl DaemonConfig {
             inactivity_timeout,
             max_line_bytes,
             max_body_bytes,
+            sse_keep_alive,
         })
     }
 }

@@ -46,6 +46,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             token: config.token.clone(),
             cors_allow_origins: config.cors_allow_origins.clone(),
             max_body_bytes: config.max_body_bytes,
+            sse_keep_alive: config.sse_keep_alive,
         },
     );
     let addr = SocketAddr::new(config.host, config.port);

@@ -4,7 +4,6 @@
 //! holds nothing but its cursor and one page; a client that disconnects drops its stream.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -23,8 +22,6 @@ const PAGE: usize = 256;
 /// Default and largest `limit` of a poll.
 const DEFAULT_LIMIT: usize = 1000;
 const MAX_LIMIT: usize = 10_000;
-/// Idle time between keep-alive comments.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// `?includeRaw`.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
@@ -131,7 +128,7 @@ pub async fn sse_events(
         false,
     )
     .map_err(store_problem)?;
-    Ok(sse_response(stream))
+    Ok(sse_response(stream, state.keep_alive))
 }
 
 /// The SSE response of one turn, starting after `after`; it closes after the turn's end or
@@ -143,14 +140,15 @@ pub fn turn_stream(
     include_raw: bool,
 ) -> Result<Response, crate::session::SessionError> {
     let stream = log_stream(state.manager.store().clone(), id, after, include_raw, true)?;
-    Ok(sse_response(stream))
+    Ok(sse_response(stream, state.keep_alive))
 }
 
 fn sse_response(
     stream: impl Stream<Item = Result<Event, std::convert::Infallible>> + Send + 'static,
+    keep_alive: std::time::Duration,
 ) -> Response {
     let mut resp = Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
+        .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
         .into_response();
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

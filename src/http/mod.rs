@@ -30,14 +30,17 @@ pub struct AppState {
     pub manager: Arc<SessionManager>,
     /// The required token; `None` = open.
     pub token: Option<Arc<str>>,
+    /// Idle time between SSE keep-alive comments.
+    pub keep_alive: std::time::Duration,
 }
 
 /// HTTP-level settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     pub token: Option<String>,
     pub cors_allow_origins: Vec<String>,
     pub max_body_bytes: usize,
+    pub sse_keep_alive: std::time::Duration,
 }
 
 /// `GET /v1/health`.
@@ -69,6 +72,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
     let state = AppState {
         manager,
         token: options.token.as_deref().map(Arc::from),
+        keep_alive: options.sse_keep_alive,
     };
     let s = "/v1/sessions/{id}";
     let api = Router::new()

@@ -1,0 +1,338 @@
+//! Starts the real `codebuffd server` binary on a free loopback port for a test, talks to it
+//! over real HTTP, and checks that nothing it spawned outlives it.
+//!
+//! The daemon is started as the leader of a new session (`setsid`), so every process it spawns
+//! (agents, their children) carries its session id unless it escapes with its own `setsid`;
+//! [`Daemon::stop`] asserts that none of them is left once it has exited.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running daemon.
+pub struct Daemon {
+    child: Option<Child>,
+    pub base: String,
+    pub token: Option<String>,
+    pub data_dir: PathBuf,
+    pub http: reqwest::Client,
+    stopped: bool,
+}
+
+/// Options for [`Daemon::start`].
+#[derive(Default, Clone)]
+pub struct DaemonOptions {
+    pub token: Option<String>,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "codebuffd-test-{tag}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_codebuffd"))
+}
+
+impl Daemon {
+    /// Starts a daemon with a fresh data directory and no token.
+    pub fn start() -> Daemon {
+        Daemon::start_with(DaemonOptions::default())
+    }
+
+    pub fn start_with(opts: DaemonOptions) -> Daemon {
+        let data_dir = std::env::temp_dir().join(format!(
+            "codebuffd-test-data-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let mut cmd = Command::new(binary());
+        cmd.arg("server")
+            .args(["--host", "127.0.0.1", "--port", "0", "--data-dir"])
+            .arg(&data_dir);
+        match &opts.token {
+            Some(t) => cmd.args(["--token", t]),
+            None => cmd.arg("--no-token"),
+        };
+        cmd.args(&opts.args)
+            .env("RUST_LOG", "info")
+            .envs(opts.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::other)?;
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("start codebuffd");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if !sent {
+                    if let Some(at) = line.find("address=") {
+                        let addr: String = line[at + 8..]
+                            .chars()
+                            .take_while(|c| !c.is_whitespace())
+                            .collect();
+                        let _ = tx.send(addr);
+                        sent = true;
+                    }
+                }
+                if std::env::var_os("CODEBUFFD_TEST_LOG").is_some() {
+                    eprintln!("[daemon] {line}");
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the daemon announces its address");
+        Daemon {
+            child: Some(child),
+            base: format!("http://{addr}"),
+            token: opts.token,
+            data_dir,
+            http: reqwest::Client::new(),
+            stopped: false,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    fn auth(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.auth(self.http.get(self.url(path)))
+            .send()
+            .await
+            .expect("GET")
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+        self.auth(self.http.post(self.url(path)).json(&body))
+            .send()
+            .await
+            .expect("POST")
+    }
+
+    pub async fn post_empty(&self, path: &str) -> reqwest::Response {
+        self.auth(self.http.post(self.url(path)))
+            .send()
+            .await
+            .expect("POST")
+    }
+
+    /// Creates a session and asserts 200.
+    pub async fn create(&self, id: &str, body: Value) {
+        let resp = self.post(&format!("/v1/sessions/{id}"), body).await;
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        assert_eq!(status, 200, "create {id}: {text}");
+    }
+
+    /// Sends a message and asserts 204.
+    pub async fn message(&self, id: &str, text: &str) {
+        let resp = self
+            .post(
+                &format!("/v1/sessions/{id}/messages"),
+                serde_json::json!({ "message": text }),
+            )
+            .await;
+        let status = resp.status();
+        let body = resp.text().await.unwrap_or_default();
+        assert_eq!(status, 204, "message to {id}: {body}");
+    }
+
+    /// Every event of a session so far.
+    pub async fn events(&self, id: &str) -> Vec<Value> {
+        let mut all = Vec::new();
+        loop {
+            let after = all.len();
+            let v: Value = self
+                .get(&format!(
+                    "/v1/sessions/{id}/events?offset={after}&limit=10000"
+                ))
+                .await
+                .json()
+                .await
+                .expect("events JSON");
+            let page = v["events"].as_array().cloned().unwrap_or_default();
+            all.extend(page);
+            if v["hasMore"] != true {
+                return all;
+            }
+        }
+    }
+
+    /// Polls until some event satisfies `pred` (or panics after `limit`); returns all events.
+    pub async fn wait_for(
+        &self,
+        id: &str,
+        limit: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Vec<Value> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let events = self.events(id).await;
+            if events.iter().any(&pred) {
+                return events;
+            }
+            if Instant::now() > deadline {
+                let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+                panic!("timed out waiting on session {id}; events so far: {types:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the session has recorded `turns` `turn.ended` events; returns all events.
+    pub async fn wait_turns_ended(&self, id: &str, turns: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let events = self.events(id).await;
+            let ended = events.iter().filter(|e| e["type"] == "turn.ended").count();
+            if ended >= turns {
+                return events;
+            }
+            if Instant::now() > deadline {
+                let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+                panic!("timed out waiting for {turns} turn(s) on {id}; events: {types:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends SIGTERM, waits for exit 0, and asserts that no process of the daemon's session is
+    /// left (zombies waiting for init to reap them aside).
+    pub fn stop(mut self) {
+        self.stop_inner(true);
+    }
+
+    fn stop_inner(&mut self, check: bool) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pid = child.id() as i32;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let leftovers = wait_session_empty(pid, Duration::from_secs(5));
+        for p in &leftovers {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*p),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = std::fs::remove_dir_all(&self.data_dir);
+        if check && !std::thread::panicking() {
+            assert!(
+                status.is_some_and(|s| s.success()),
+                "the daemon should exit 0 after SIGTERM, got {status:?}"
+            );
+            assert!(
+                leftovers.is_empty(),
+                "processes of the daemon outlived it: {leftovers:?}"
+            );
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.stop_inner(false);
+    }
+}
+
+/// Live (non-zombie) processes whose session id is `sid`.
+pub fn session_members(sid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command: state ppid pgrp session …
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.len() > 3 && fields[0] != "Z" && fields[3].parse::<i32>() == Ok(sid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits until no live process of session `sid` remains; returns those still there.
+pub fn wait_session_empty(sid: i32, limit: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = session_members(sid);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
