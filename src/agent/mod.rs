@@ -9,6 +9,7 @@ mod framing;
 mod launcher;
 pub mod mock;
 mod process;
+pub mod procfs;
 
 pub use command::{agent_args, TurnCommand};
 pub use credentials::{Credential, CredentialSource};

@@ -142,6 +142,11 @@ impl CodebuffConverter {
         self.native_session_id = id;
     }
 
+    /// The number the next fresh `itm_N` will get (persisted so a restored session goes on).
+    pub fn next_item(&self) -> u64 {
+        self.next_item + 1
+    }
+
     /// The session's total cost so far.
     pub fn session_cost(&self) -> Cost {
         self.session_cost

@@ -18,9 +18,10 @@ use super::context::SessionContext;
 use super::info::{EndState, SessionStatus};
 use super::{SessionError, SessionSettings};
 use crate::agent::{
-    agent_args, agent_env, credentials, AgentKind, AgentProcess, ExitInfo, OutputStream,
+    agent_args, agent_env, credentials, procfs, AgentKind, AgentProcess, ExitInfo, OutputStream,
     ProcessEvent, SpawnSpec, TurnCommand,
 };
+use crate::store::{RunningProcess, SessionRecord};
 use crate::codebuff::{CodebuffConverter, QuestionError, Stream, TurnOutcome};
 use crate::universal::{
     format_time, Cost, ErrorData, EventData, EventDraft, QuestionData, SessionEndReason,
@@ -98,6 +99,7 @@ pub(crate) struct Actor {
     /// Replies owed once the running turn has ended (terminate, shutdown).
     waiting: Vec<oneshot::Sender<()>>,
     exit: bool,
+    created_at: u64,
 }
 
 /// Milliseconds since the epoch, for `SessionInfo`.
@@ -115,8 +117,10 @@ impl Actor {
         ctx: Arc<SessionContext>,
         shared: Shared,
         rx: mpsc::UnboundedReceiver<Command>,
+        created_at: u64,
     ) -> Self {
         Actor {
+            created_at,
             id,
             settings,
             ctx,
@@ -195,6 +199,40 @@ impl Actor {
                 tracing::error!(session = %self.id, %error, "appending to the event log failed");
                 self.drafts.clear();
             }
+        }
+    }
+
+    /// The session's record as the store keeps it.
+    fn record(&self, running: Option<RunningProcess>) -> SessionRecord {
+        let live = self.live().clone();
+        let (end_reason, end_message) = match &live.end {
+            None => (None, None),
+            Some(EndState::Terminated) => (Some("terminated".to_owned()), None),
+            Some(EndState::Error(m)) => (Some("error".to_owned()), Some(m.clone())),
+        };
+        SessionRecord {
+            session_id: self.id.to_string(),
+            agent: self.settings.agent.id().to_owned(),
+            created_at: self.created_at,
+            updated_at: live.updated_at,
+            settings: self.settings.to_json(),
+            native_session_id: live.native_session_id.clone(),
+            status: status_name(live.status).to_owned(),
+            ended: live.end.is_some(),
+            end_reason,
+            end_message,
+            cost_credits: live.cost.credits,
+            turns: live.turns,
+            event_count: live.event_count,
+            next_item: self.converter.next_item(),
+            running,
+        }
+    }
+
+    /// Writes the session's record (with the running agent process, if any).
+    fn persist(&self, running: Option<RunningProcess>) {
+        if let Err(error) = self.ctx.store.put_session(&self.record(running)) {
+            tracing::error!(session = %self.id, %error, "saving the session record failed");
         }
     }
 
@@ -294,6 +332,7 @@ impl Actor {
         live.end = Some(EndState::Terminated);
         live.status = SessionStatus::Ended;
         drop(live);
+        self.persist(None);
         for q in self.queue.drain(..) {
             if let Some(tx) = q.started {
                 let _ = tx.send(Err(SessionError::Terminated));
@@ -306,6 +345,7 @@ impl Actor {
         live.end = Some(EndState::Error(message.clone()));
         live.status = SessionStatus::Ended;
         drop(live);
+        self.persist(None);
         for q in self.queue.drain(..) {
             if let Some(tx) = q.started {
                 let _ = tx.send(Err(SessionError::AgentExited(message.clone())));
@@ -329,7 +369,15 @@ impl Actor {
         }
 
         let outcome = match self.spawn(&queued.prompt) {
-            Ok(process) => self.supervise(process).await,
+            Ok(process) => {
+                let pid = process.pid();
+                self.persist(Some(RunningProcess {
+                    pid,
+                    pgid: pid,
+                    start_ticks: procfs::start_ticks(pid).unwrap_or(0),
+                }));
+                self.supervise(process).await
+            }
             Err(message) => {
                 self.drafts
                     .push(EventDraft::synthetic(EventData::Error(ErrorData {
@@ -379,6 +427,7 @@ impl Actor {
             _ => {}
         }
         self.set_status(SessionStatus::Idle);
+        self.persist(None);
         for w in self.waiting.drain(..) {
             let _ = w.send(());
         }
@@ -633,6 +682,16 @@ impl TurnOutcome {
     /// Marks an outcome as ending the session with `message`.
     fn fatal(self, message: String) -> (TurnOutcome, Option<String>, Option<StopReason>) {
         (self, Some(message), None)
+    }
+}
+
+/// The stored name of a status.
+pub(crate) fn status_name(status: SessionStatus) -> &'static str {
+    match status {
+        SessionStatus::Idle => "idle",
+        SessionStatus::Running => "running",
+        SessionStatus::AwaitingInput => "awaiting_input",
+        SessionStatus::Ended => "ended",
     }
 }
 

@@ -15,7 +15,7 @@ use super::info::{SessionInfo, SessionStatus};
 use super::settings::{CreateRequest, SessionSettings};
 use super::{Recorder, SessionError};
 use crate::agent::AgentKind;
-use crate::store::{EventStore, StoreError};
+use crate::store::{EventStore, SessionRecord, StoreError};
 use crate::universal::{format_time, Cost};
 
 /// Longest accepted session id.
@@ -96,14 +96,31 @@ impl SessionManager {
         if sessions.contains_key(id) {
             return Err(SessionError::AlreadyExists(id.to_owned()));
         }
-        self.ctx.store.create(id).map_err(|e| match e {
+        let now = now_ms();
+        let record = SessionRecord {
+            session_id: id.to_owned(),
+            agent: settings.agent.id().to_owned(),
+            created_at: now,
+            updated_at: now,
+            settings: settings.to_json(),
+            native_session_id: None,
+            status: "idle".into(),
+            ended: false,
+            end_reason: None,
+            end_message: None,
+            cost_credits: 0.0,
+            turns: 0,
+            event_count: 1,
+            next_item: 1,
+            running: None,
+        };
+        self.ctx.store.create(&record).map_err(|e| match e {
             StoreError::AlreadyExists(id) => SessionError::AlreadyExists(id),
             other => SessionError::Store(other),
         })?;
         let mut drafts = vec![Recorder::session_started(settings.metadata())];
         let time = format_time(time::OffsetDateTime::now_utc()).into();
         self.ctx.store.append(id, &mut drafts, time, None)?;
-        let now = now_ms();
         let shared: Shared = Arc::new(Mutex::new(Live {
             status: SessionStatus::Idle,
             end: None,
@@ -121,6 +138,7 @@ impl SessionManager {
             self.ctx.clone(),
             shared.clone(),
             rx,
+            now,
         );
         let task = tokio::spawn(actor.run());
         let handle = Arc::new(Handle {

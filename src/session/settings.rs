@@ -128,6 +128,51 @@ impl SessionSettings {
         })
     }
 
+    /// The settings as stored with the session record: everything but the API key, which is
+    /// never written anywhere.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "agent": self.agent.id(),
+            "agentMode": self.agent_mode,
+            "permissionMode": self.permission_mode,
+            "model": self.model,
+            "variant": self.variant,
+            "directory": self.directory,
+            "title": self.title,
+            "timeoutSeconds": self.turn_timeout.map(|t| t.as_secs_f64()),
+            "env": self.env.iter().cloned().collect::<BTreeMap<String, String>>(),
+        })
+    }
+
+    /// Settings read back from a stored record (restart); `None` if the record is unusable.
+    pub fn from_json(v: &serde_json::Value) -> Option<SessionSettings> {
+        let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+        Some(SessionSettings {
+            agent: AgentKind::parse(v.get("agent")?.as_str()?)?,
+            agent_mode: text("agentMode")?,
+            permission_mode: text("permissionMode")?,
+            model: text("model"),
+            variant: text("variant"),
+            directory: PathBuf::from(v.get("directory")?.as_str()?),
+            title: text("title"),
+            turn_timeout: v
+                .get("timeoutSeconds")
+                .and_then(|t| t.as_f64())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64),
+            env: v
+                .get("env")
+                .and_then(|e| e.as_object())
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            api_key: None,
+        })
+    }
+
     /// The `session.started` metadata.
     pub fn metadata(&self) -> SessionMetadata {
         SessionMetadata {
@@ -192,6 +237,21 @@ mod tests {
             SessionSettings::validate(r, &cwd),
             Err(SessionError::InvalidRequest(_))
         ));
+    }
+
+    #[test]
+    fn stored_settings_round_trip_without_the_key() {
+        let mut r = req("codebuff");
+        r.api_key = Some("sk-secret".into());
+        r.model = Some("m".into());
+        r.timeout_seconds = Some(12.5);
+        r.env.insert("A".into(), "b".into());
+        let s = SessionSettings::validate(r, &std::env::temp_dir()).unwrap();
+        let json = s.to_json();
+        assert!(!json.to_string().contains("sk-secret"));
+        let back = SessionSettings::from_json(&json).unwrap();
+        assert_eq!(back.to_json(), json);
+        assert_eq!(back.api_key, None);
     }
 
     #[test]

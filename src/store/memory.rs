@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
 
-use super::{EventStore, StoreError, StoredEvent};
+use super::{EventStore, SessionRecord, StoreError, StoredEvent};
 use crate::universal::{EventDraft, UniversalEvent};
 
 struct Log {
@@ -18,6 +18,7 @@ struct Log {
 #[derive(Default)]
 pub struct MemoryStore {
     logs: RwLock<HashMap<String, Arc<Log>>>,
+    records: RwLock<HashMap<String, SessionRecord>>,
 }
 
 impl MemoryStore {
@@ -35,7 +36,8 @@ impl MemoryStore {
 }
 
 impl EventStore for MemoryStore {
-    fn create(&self, session_id: &str) -> Result<(), StoreError> {
+    fn create(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let session_id = record.session_id.as_str();
         let mut logs = self.logs.write().unwrap_or_else(|p| p.into_inner());
         if logs.contains_key(session_id) {
             return Err(StoreError::AlreadyExists(session_id.to_owned()));
@@ -49,6 +51,32 @@ impl EventStore for MemoryStore {
                 last,
             }),
         );
+        self.records
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session_id.to_owned(), record.clone());
+        Ok(())
+    }
+
+    fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let mut records = self.records.write().unwrap_or_else(|p| p.into_inner());
+        match records.get_mut(&record.session_id) {
+            Some(r) => {
+                *r = record.clone();
+                Ok(())
+            }
+            None => Err(StoreError::UnknownSession(record.session_id.clone())),
+        }
+    }
+
+    fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        let records = self.records.read().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<SessionRecord> = records.values().cloned().collect();
+        all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.session_id.cmp(&b.session_id)));
+        Ok(all)
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
         Ok(())
     }
 
@@ -114,10 +142,30 @@ mod tests {
         }))
     }
 
+    pub(crate) fn record(id: &str) -> SessionRecord {
+        SessionRecord {
+            session_id: id.into(),
+            agent: "mock".into(),
+            created_at: 1,
+            updated_at: 1,
+            settings: serde_json::json!({}),
+            native_session_id: None,
+            status: "idle".into(),
+            ended: false,
+            end_reason: None,
+            end_message: None,
+            cost_credits: 0.0,
+            turns: 0,
+            event_count: 0,
+            next_item: 1,
+            running: None,
+        }
+    }
+
     #[test]
     fn append_assigns_dense_sequences_and_read_pages() {
         let store = MemoryStore::new();
-        store.create("s").unwrap();
+        store.create(&record("s")).unwrap();
         let mut drafts: Vec<EventDraft> = (0..5).map(|i| draft(&i.to_string())).collect();
         assert_eq!(store.append("s", &mut drafts, "t".into(), None).unwrap(), 5);
         assert!(drafts.is_empty());
@@ -127,7 +175,7 @@ mod tests {
         assert!(page[0].json.contains(r#""event_id":"evt_2""#));
         assert!(store.read("s", 9, 10).unwrap().is_empty());
         assert!(matches!(
-            store.create("s"),
+            store.create(&record("s")),
             Err(StoreError::AlreadyExists(_))
         ));
         assert!(matches!(
@@ -139,7 +187,7 @@ mod tests {
     #[tokio::test]
     async fn subscribers_wake_after_appends_past_their_cursor() {
         let store = Arc::new(MemoryStore::new());
-        store.create("s").unwrap();
+        store.create(&record("s")).unwrap();
         let mut rx = store.subscribe("s").unwrap();
         let writer = store.clone();
         let task = tokio::spawn(async move {

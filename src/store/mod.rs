@@ -8,6 +8,7 @@ mod memory;
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::universal::{EventDraft, UniversalEvent};
@@ -50,13 +51,63 @@ impl StoredEvent {
     }
 }
 
-/// The append-only, per-session event log.
+/// What the store keeps about a session besides its events: everything `SessionInfo` shows,
+/// the settings it was created with, and the agent process of a running turn (for restart
+/// recovery).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub session_id: String,
+    pub agent: String,
+    /// Epoch milliseconds.
+    pub created_at: u64,
+    pub updated_at: u64,
+    /// The validated settings as JSON (never the session's API key).
+    pub settings: serde_json::Value,
+    pub native_session_id: Option<String>,
+    /// `idle`, `running`, `awaiting_input` or `ended`.
+    pub status: String,
+    pub ended: bool,
+    /// `terminated`, or the error that ended the session.
+    pub end_reason: Option<String>,
+    pub end_message: Option<String>,
+    pub cost_credits: f64,
+    pub turns: u64,
+    pub event_count: u64,
+    /// The next `itm_N` number the session's converter will hand out.
+    pub next_item: u64,
+    /// The agent process of the turn that is running, if one is.
+    pub running: Option<RunningProcess>,
+}
+
+/// The agent process of a running turn, recorded so a restarted daemon can kill it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningProcess {
+    pub pid: u32,
+    /// Its process group (the agent leads its own group, so this is its pid).
+    pub pgid: u32,
+    /// Its start time in clock ticks since boot (`/proc/<pid>/stat` field 22): a pid reused by
+    /// another process has another start time.
+    pub start_ticks: u64,
+}
+
+/// The append-only, per-session event log, and the session records beside it.
 ///
 /// A session has exactly one writer (its actor), so `append` is never raced for a session;
-/// readers are many and never block the writer for long.
+/// readers are many and never block the writer for long. Durable implementations batch their
+/// writes but make a batch holding `turn.ended` or `session.ended` durable before any reader
+/// can see it, and everything durable before `flush` returns.
 pub trait EventStore: Send + Sync + 'static {
-    /// Creates the empty log of a new session.
-    fn create(&self, session_id: &str) -> Result<(), StoreError>;
+    /// Creates a session: its record and its empty log.
+    fn create(&self, record: &SessionRecord) -> Result<(), StoreError>;
+
+    /// Replaces a session's record (status, cost, running process …).
+    fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError>;
+
+    /// Every session's record (at start, for recovery), oldest first.
+    fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+
+    /// Makes everything appended or put so far durable.
+    fn flush(&self) -> Result<(), StoreError>;
 
     /// Appends drafts at the next sequences (dense, from 1), stamping them with `time` and the
     /// native session id; returns the last sequence. Subscribers are woken after the append.
