@@ -120,6 +120,10 @@ pub struct ServerArgs {
     /// Largest accepted request body [default: 1 MiB; env CODEBUFFD_MAX_BODY_BYTES].
     #[arg(long, value_name = "BYTES")]
     pub max_body_bytes: Option<usize>,
+    /// Where events and sessions are kept: `sqlite://PATH`, `postgres://…` (shared by many
+    /// daemons), or `memory` (lost at exit) [default: sqlite in the data dir; env CODEBUFFD_STORE].
+    #[arg(long, value_name = "SPEC")]
+    pub store: Option<String>,
     /// Seconds between SSE keep-alive comments on idle streams [default: 15; env
     /// CODEBUFFD_SSE_KEEP_ALIVE].
     #[arg(long, value_name = "SECONDS")]

@@ -24,6 +24,8 @@ pub struct DaemonConfig {
     pub max_line_bytes: usize,
     pub max_body_bytes: usize,
     pub sse_keep_alive: Duration,
+    /// The store spec (`sqlite`, `sqlite://PATH`, `postgres://…`, `memory`).
+    pub store: String,
 }
 
 /// The TOML file's keys (all optional).
@@ -42,6 +44,7 @@ struct FileConfig {
     max_line_bytes: Option<usize>,
     max_body_bytes: Option<usize>,
     sse_keep_alive_seconds: Option<f64>,
+    store: Option<String>,
 }
 
 /// Why the settings are unusable.
@@ -184,7 +187,14 @@ impl DaemonConfig {
                 "line and body limits must be at least 1024 bytes".into(),
             ));
         }
+        let store = args
+            .store
+            .clone()
+            .or_else(|| env_parse("CODEBUFFD_STORE"))
+            .or(file.store)
+            .unwrap_or_else(|| "memory".to_owned());
         Ok(DaemonConfig {
+            store,
             host,
             port,
             token,

@@ -14,7 +14,7 @@ use crate::agent::Launcher;
 use crate::config::DaemonConfig;
 use crate::http::{router, HttpOptions};
 use crate::session::{Limits, SessionContext, SessionManager};
-use crate::store::MemoryStore;
+use crate::store::{EventStore, MemoryStore};
 
 /// How long shutdown waits for sessions to end their turns.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
@@ -30,7 +30,10 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             config.data_dir.display()
         )
     })?;
-    let store = Arc::new(MemoryStore::new());
+    let store: Arc<dyn EventStore> = match config.store.as_str() {
+        "memory" => Arc::new(MemoryStore::new()),
+        other => anyhow::bail!("store `{other}` is not available yet; use --store memory"),
+    };
     let launcher = Arc::new(Launcher::new(config.agent_command.clone(), None));
     let limits = Limits {
         turn_timeout: config.turn_timeout,
@@ -40,6 +43,10 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     };
     let ctx = SessionContext::from_env(store, launcher, limits, agent_state_dir);
     let manager = Arc::new(SessionManager::new(ctx));
+    let restored = manager.restore()?;
+    if restored > 0 {
+        tracing::info!(sessions = restored, "restored stored sessions");
+    }
     let app = router(
         manager.clone(),
         &HttpOptions {
@@ -73,6 +80,9 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     }
     tracing::info!("shutting down: ending running turns");
     manager.shutdown(SHUTDOWN_LIMIT).await;
+    if let Err(error) = manager.store().flush() {
+        tracing::error!(%error, "the event store could not be flushed");
+    }
     let _ = stop_tx.send(true);
     // Live SSE streams never end by themselves: give connections a moment, then stop.
     let _ = tokio::time::timeout(DRAIN_LIMIT, server).await;

@@ -132,6 +132,35 @@ impl CodebuffConverter {
         Self::default()
     }
 
+    /// A converter for a session restored from its log (daemon restart): fresh `itm_N` ids go
+    /// on after `last_item`, turns after `turns`, the cost total and conversation id carry over,
+    /// and questions still pending can be answered.
+    pub fn restored(
+        last_item: u64,
+        turns: u64,
+        native_session_id: Option<String>,
+        session_cost: Cost,
+        pending_questions: Vec<QuestionData>,
+        resolved_questions: HashSet<String>,
+    ) -> Self {
+        CodebuffConverter {
+            next_item: last_item,
+            turns,
+            native_session_id,
+            session_cost,
+            questions: pending_questions
+                .into_iter()
+                .map(|q| (q.question_id.clone(), q))
+                .collect(),
+            resolved_questions,
+            turn: Turn {
+                ended: true,
+                ..Turn::default()
+            },
+            ..Self::default()
+        }
+    }
+
     /// The agent's conversation id, once a `start` announced it (for `--continue`).
     pub fn native_session_id(&self) -> Option<&str> {
         self.native_session_id.as_deref()

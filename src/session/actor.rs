@@ -16,6 +16,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::context::SessionContext;
 use super::info::{EndState, SessionStatus};
+use super::recovery::LogSummary;
 use super::{SessionError, SessionSettings};
 use crate::agent::{
     agent_args, agent_env, credentials, procfs, AgentKind, AgentProcess, ExitInfo, OutputStream,
@@ -100,6 +101,8 @@ pub(crate) struct Actor {
     waiting: Vec<oneshot::Sender<()>>,
     exit: bool,
     created_at: u64,
+    /// Set for a session loaded from the store: recover before serving commands.
+    restore: Option<Option<RunningProcess>>,
 }
 
 /// Milliseconds since the epoch, for `SessionInfo`.
@@ -120,6 +123,7 @@ impl Actor {
         created_at: u64,
     ) -> Self {
         Actor {
+            restore: None,
             created_at,
             id,
             settings,
@@ -134,8 +138,17 @@ impl Actor {
         }
     }
 
+    /// Marks the actor as restoring a stored session whose record names `running`.
+    pub(crate) fn restoring(mut self, running: Option<RunningProcess>) -> Self {
+        self.restore = Some(running);
+        self
+    }
+
     /// Runs until the daemon shuts down (or every handle to the session is gone).
     pub(crate) async fn run(mut self) {
+        if let Some(running) = self.restore.take() {
+            self.recover(running).await;
+        }
         while !self.exit {
             if self.ended().is_none() {
                 if let Some(next) = self.queue.pop_front() {
@@ -238,6 +251,59 @@ impl Actor {
 
     fn last_sequence(&self) -> u64 {
         self.ctx.store.last_sequence(&self.id).unwrap_or(0)
+    }
+
+    /// Brings a stored session back: kills the agent of a turn the previous daemon left running
+    /// (only if it is still the same process), ends that turn as interrupted, and restores the
+    /// converter's state from the log.
+    async fn recover(&mut self, running: Option<RunningProcess>) {
+        if let Some(p) = &running {
+            if procfs::kill_group_if_same(p.pid, p.pgid, p.start_ticks) {
+                tracing::warn!(session = %self.id, pid = p.pid, "killed the agent a previous daemon left running");
+            }
+        }
+        let store = self.ctx.store.clone();
+        let id = self.id.clone();
+        let summary = tokio::task::spawn_blocking(move || {
+            let mut summary = LogSummary::default();
+            loop {
+                match store.read(&id, summary.last_sequence, 1024) {
+                    Ok(page) if !page.is_empty() => {
+                        page.iter().for_each(|e| summary.observe(&e.event));
+                    }
+                    Ok(_) => break,
+                    Err(error) => {
+                        tracing::error!(session = %id, %error, "reading the log to restore the session failed");
+                        break;
+                    }
+                }
+            }
+            summary
+        })
+        .await
+        .unwrap_or_default();
+        self.converter = CodebuffConverter::restored(
+            summary.last_item,
+            summary.turns,
+            summary.native_session_id.clone(),
+            summary.cost,
+            summary.pending_questions.values().cloned().collect(),
+            summary.resolved_questions.clone(),
+        );
+        self.drafts.extend(
+            summary.interrupted_turn("the daemon stopped during this turn and was restarted"),
+        );
+        self.flush();
+        {
+            let mut live = self.live();
+            live.cost = summary.cost;
+            live.turns = summary.turns;
+            live.native_session_id = summary.native_session_id.clone();
+            if live.end.is_none() {
+                live.status = SessionStatus::Idle;
+            }
+        }
+        self.persist(None);
     }
 
     /// Handles a command while no turn runs.

@@ -2,7 +2,7 @@
 //! shuts them all down.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::actor::{now_ms, Actor, Command, Live, Shared};
 use super::context::SessionContext;
-use super::info::{SessionInfo, SessionStatus};
+use super::info::{EndState, SessionInfo, SessionStatus};
 use super::settings::{CreateRequest, SessionSettings};
 use super::{Recorder, SessionError};
 use crate::agent::AgentKind;
@@ -25,6 +25,8 @@ struct Handle {
     id: Arc<str>,
     settings: Arc<SessionSettings>,
     created_at: u64,
+    /// Creation order in this daemon: breaks ties of `created_at` (milliseconds) in `list`.
+    order: u64,
     shared: Shared,
     tx: mpsc::UnboundedSender<Command>,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -35,6 +37,8 @@ pub struct SessionManager {
     ctx: Arc<SessionContext>,
     sessions: RwLock<HashMap<String, Arc<Handle>>>,
     shutting_down: AtomicBool,
+    /// The next session's `Handle::order`.
+    next_order: AtomicU64,
 }
 
 impl SessionManager {
@@ -44,6 +48,7 @@ impl SessionManager {
             ctx: Arc::new(ctx),
             sessions: RwLock::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
+            next_order: AtomicU64::new(0),
         }
     }
 
@@ -145,6 +150,7 @@ impl SessionManager {
             id: id.clone(),
             settings,
             created_at: now,
+            order: self.next_order.fetch_add(1, Ordering::Relaxed),
             shared,
             tx,
             task: Mutex::new(Some(task)),
@@ -155,11 +161,73 @@ impl SessionManager {
         Ok(info)
     }
 
+    /// Loads every stored session and starts its actor; sessions whose turn was running when
+    /// the previous daemon died are recovered (their agent killed, the turn ended as
+    /// interrupted). Returns how many sessions were loaded.
+    pub fn restore(&self) -> Result<usize, SessionError> {
+        let records = self.ctx.store.load_sessions()?;
+        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        let mut loaded = 0;
+        for record in records {
+            let Some(settings) = SessionSettings::from_json(&record.settings) else {
+                tracing::error!(session = %record.session_id, "stored settings are unusable; session skipped");
+                continue;
+            };
+            let end = match (record.end_reason.as_deref(), record.ended) {
+                (_, false) => None,
+                (Some("terminated"), true) => Some(EndState::Terminated),
+                (_, true) => Some(EndState::Error(
+                    record.end_message.clone().unwrap_or_else(|| "the agent failed".into()),
+                )),
+            };
+            let shared: Shared = Arc::new(Mutex::new(Live {
+                status: if end.is_some() {
+                    SessionStatus::Ended
+                } else {
+                    SessionStatus::Idle
+                },
+                end,
+                native_session_id: record.native_session_id.clone(),
+                cost: Cost::from_credits(record.cost_credits),
+                turns: record.turns,
+                event_count: self.ctx.store.last_sequence(&record.session_id).unwrap_or(record.event_count),
+                updated_at: record.updated_at,
+            }));
+            let (tx, rx) = mpsc::unbounded_channel();
+            let id: Arc<str> = record.session_id.as_str().into();
+            let settings = Arc::new(settings);
+            let actor = Actor::new(
+                id.clone(),
+                settings.clone(),
+                self.ctx.clone(),
+                shared.clone(),
+                rx,
+                record.created_at,
+            )
+            .restoring(record.running.clone());
+            let task = tokio::spawn(actor.run());
+            sessions.insert(
+                record.session_id.clone(),
+                Arc::new(Handle {
+                    id,
+                    settings,
+                    created_at: record.created_at,
+                    order: self.next_order.fetch_add(1, Ordering::Relaxed),
+                    shared,
+                    tx,
+                    task: Mutex::new(Some(task)),
+                }),
+            );
+            loaded += 1;
+        }
+        Ok(loaded)
+    }
+
     /// Every session, newest first.
     pub fn list(&self) -> Vec<SessionInfo> {
         let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
         let mut handles: Vec<&Arc<Handle>> = sessions.values().collect();
-        handles.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        handles.sort_by(|a, b| (b.created_at, b.order).cmp(&(a.created_at, a.order)));
         handles.into_iter().map(|h| info_of(h)).collect::<Vec<_>>()
     }
 
@@ -175,8 +243,8 @@ impl SessionManager {
     fn check_open(&self, handle: &Handle) -> Result<(), SessionError> {
         let live = handle.shared.lock().unwrap_or_else(|p| p.into_inner());
         match &live.end {
-            Some(super::info::EndState::Terminated) => Err(SessionError::Terminated),
-            Some(super::info::EndState::Error(m)) => Err(SessionError::AgentExited(m.clone())),
+            Some(EndState::Terminated) => Err(SessionError::Terminated),
+            Some(EndState::Error(m)) => Err(SessionError::AgentExited(m.clone())),
             None => Ok(()),
         }
     }

@@ -7,6 +7,7 @@ mod error;
 mod info;
 mod manager;
 mod recorder;
+mod recovery;
 mod settings;
 
 pub use context::{Limits, SessionContext};
@@ -14,4 +15,5 @@ pub use error::SessionError;
 pub use info::{EndState, SessionInfo, SessionStatus};
 pub use manager::SessionManager;
 pub use recorder::Recorder;
+pub use recovery::LogSummary;
 pub use settings::{CreateRequest, SessionSettings, AGENT_MODES, PERMISSION_MODES};
