@@ -9,7 +9,8 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,9 @@ impl From<io::Error> for EmitError {
 /// The shared, line-atomic stdout.
 pub(super) struct Output {
     inner: Mutex<Inner>,
+    /// Set before the supervisor takes the lock to close, so a busy writer (`flood`) stops
+    /// competing for it at once.
+    closing: AtomicBool,
 }
 
 struct Inner {
@@ -58,6 +62,7 @@ impl Output {
                 writer: BufWriter::with_capacity(BUFFER_BYTES, writer),
                 closed: false,
             }),
+            closing: AtomicBool::new(false),
         }
     }
 
@@ -68,6 +73,9 @@ impl Output {
 
     /// Writes `line` (without its newline); flushes if `flush`.
     pub(super) fn line(&self, line: &[u8], flush: bool) -> Result<(), EmitError> {
+        if self.closing.load(Ordering::Relaxed) {
+            return Err(EmitError::Closed);
+        }
         let mut inner = self.lock();
         if inner.closed {
             return Err(EmitError::Closed);
@@ -95,15 +103,16 @@ impl Output {
     /// Waits at most `grace` for the lock: a scenario blocked writing into a full pipe must not
     /// keep an aborted run alive forever. Returns whether the line was written.
     pub(super) fn close_with(&self, last: Option<&[u8]>, grace: Duration) -> io::Result<bool> {
+        self.closing.store(true, Ordering::Relaxed);
         let deadline = Instant::now() + grace;
         let mut inner = loop {
             match self.inner.try_lock() {
                 Ok(guard) => break guard,
-                Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                Err(TryLockError::Poisoned(e)) => break e.into_inner(),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
                     thread::sleep(Duration::from_millis(1));
                 }
-                Err(std::sync::TryLockError::WouldBlock) => return Ok(false),
+                Err(TryLockError::WouldBlock) => return Ok(false),
             }
         };
         if inner.closed {
@@ -149,6 +158,11 @@ impl Emitter {
     /// A pre-formatted line, left in the buffer (the `flood` scenario); see [`Emitter::flush`].
     pub(super) fn buffered(&mut self, line: &[u8]) -> Result<(), EmitError> {
         self.out.line(line, false)
+    }
+
+    /// A pre-formatted line, flushed at once (the paced `flood` scenario).
+    pub(super) fn flushed(&mut self, line: &[u8]) -> Result<(), EmitError> {
+        self.out.line(line, true)
     }
 
     /// Flushes lines written with [`Emitter::buffered`].

@@ -5,7 +5,7 @@
 //! how the run ended; the supervisor (`mod.rs`) writes the closing `finish`.
 
 use std::thread;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
 
@@ -325,7 +325,7 @@ fn crash(t: &mut Turn) -> Result<Outcome, EmitError> {
 }
 
 /// `hang`: never ends by itself (until a signal or `--timeout`).
-fn hang() -> Result<Outcome, EmitError> {
+fn hang() -> ! {
     loop {
         thread::park();
     }
@@ -357,14 +357,31 @@ fn huge_text() -> String {
     text
 }
 
-/// `flood [N]`: N `text_delta`s as fast as possible, each `"<i>:<unix_time_ns>;"` stamped as it
-/// is written (benchmarks measure latency from it), buffered and flushed every 64 KiB.
+/// `flood [N [PER_SECOND]]`: N `text_delta`s, each `"<i>:<unix_time_ns>;"` stamped as it is
+/// written (benchmarks measure latency from it). Without a rate: as fast as possible, buffered
+/// and flushed every 64 KiB; with one: paced at PER_SECOND lines a second, each flushed at once.
 fn flood(t: &mut Turn) -> Result<Outcome, EmitError> {
     let count = flood_count(&t.arg);
+    let rate = flood_rate(&t.arg);
     let mut line = Vec::with_capacity(64);
+    let start = Instant::now();
     for i in 0..count {
+        if let Some(rate) = rate {
+            // A tiny rate puts the next line beyond any representable instant: never due.
+            let due = Duration::try_from_secs_f64(i as f64 / rate)
+                .ok()
+                .and_then(|after| start.checked_add(after));
+            let Some(due) = due else { hang() };
+            let now = Instant::now();
+            if due > now {
+                thread::sleep(due - now);
+            }
+        }
         flood_line(&mut line, i, unix_time_ns());
-        t.out.buffered(&line)?;
+        match rate {
+            Some(_) => t.out.flushed(&line)?,
+            None => t.out.buffered(&line)?,
+        }
     }
     t.out.flush()?;
     t.out.text(&format!("Flooded {count} deltas."), None)?;
@@ -381,6 +398,21 @@ pub(super) fn flood_count(arg: &str) -> u64 {
         eprintln!("mock-agent: flood count {word:?} is not a number; using {DEFAULT_FLOOD_COUNT}");
         DEFAULT_FLOOD_COUNT
     })
+}
+
+/// The pace of `flood N PER_SECOND` in lines a second (none when absent, not a positive
+/// number, or not finite: flood as fast as possible).
+pub(super) fn flood_rate(arg: &str) -> Option<f64> {
+    let word = arg.split_whitespace().nth(1)?;
+    match word.replace('_', "").parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Some(rate),
+        _ => {
+            eprintln!(
+                "mock-agent: flood rate {word:?} is not a positive number; flooding at full speed"
+            );
+            None
+        }
+    }
 }
 
 /// Wall-clock nanoseconds since the Unix epoch.
@@ -450,6 +482,19 @@ mod tests {
         assert_eq!(flood_count("1_000 extra"), 1000);
         assert_eq!(flood_count(""), DEFAULT_FLOOD_COUNT);
         assert_eq!(flood_count("many"), DEFAULT_FLOOD_COUNT);
+    }
+
+    #[test]
+    fn flood_rate_is_the_optional_second_word() {
+        assert_eq!(flood_rate("1000 2000"), Some(2000.0));
+        assert_eq!(flood_rate("1000 2_000 extra"), Some(2000.0));
+        assert_eq!(flood_rate("1000 0.5"), Some(0.5));
+        assert_eq!(flood_rate("1000"), None);
+        assert_eq!(flood_rate(""), None);
+        assert_eq!(flood_rate("1000 0"), None);
+        assert_eq!(flood_rate("1000 -5"), None);
+        assert_eq!(flood_rate("1000 fast"), None);
+        assert_eq!(flood_rate("1000 inf"), None);
     }
 
     #[test]
