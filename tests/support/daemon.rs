@@ -21,6 +21,8 @@ pub struct Daemon {
     pub data_dir: PathBuf,
     pub http: reqwest::Client,
     stopped: bool,
+    /// Leave `data_dir` in place on stop (restart tests reuse it).
+    keep_data: bool,
 }
 
 /// Options for [`Daemon::start`].
@@ -81,8 +83,31 @@ impl Daemon {
         };
         cmd.args(&opts.args)
             .env("RUST_LOG", "info")
-            .envs(opts.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .envs(opts.env.iter().map(|(k, v)| (k, v)));
+        Daemon::launch(cmd, opts.token, data_dir)
+    }
+
+    /// Starts `codebuffd server` with exactly `args` after `server` (nothing added: the data
+    /// directory comes from `CODEBUFFD_DATA_DIR`), e.g. the command line orchestrator SDKs use:
+    /// `--host 127.0.0.1 --port P --token T`. `token` is what [`Daemon::get`] and friends send.
+    pub fn start_with_args(args: &[&str], token: Option<&str>) -> Daemon {
+        let data_dir = std::env::temp_dir().join(format!(
+            "codebuffd-test-data-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let mut cmd = Command::new(binary());
+        cmd.arg("server")
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env("CODEBUFFD_DATA_DIR", &data_dir);
+        Daemon::launch(cmd, token.map(str::to_owned), data_dir)
+    }
+
+    /// Spawns `cmd` (a `codebuffd server` command line) in a new session and waits for the
+    /// address it announces.
+    fn launch(mut cmd: Command, token: Option<String>, data_dir: PathBuf) -> Daemon {
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
@@ -114,17 +139,56 @@ impl Daemon {
                 }
             }
         });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the daemon announces its address");
+        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(addr) => addr,
+            Err(_) => {
+                // Never leave a daemon behind, even when it failed to start.
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the daemon did not announce its address");
+            }
+        };
         Daemon {
             child: Some(child),
             base: format!("http://{addr}"),
-            token: opts.token,
+            token,
             data_dir,
             http: reqwest::Client::new(),
             stopped: false,
+            keep_data: false,
         }
+    }
+
+    /// Starts a daemon on an existing data directory (kept on stop) with `args` added, e.g. a
+    /// `--store`; restart tests start several daemons one after the other on the same one.
+    pub fn start_in(data_dir: &Path, args: &[&str]) -> Daemon {
+        let mut cmd = Command::new(binary());
+        cmd.arg("server")
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-token",
+                "--data-dir",
+            ])
+            .arg(data_dir)
+            .args(args)
+            .env("RUST_LOG", "info");
+        let mut d = Daemon::launch(cmd, None, data_dir.to_path_buf());
+        d.keep_data = true;
+        d
+    }
+
+    /// Kills the daemon with SIGKILL (a crash) and waits for it; its agents are left behind,
+    /// as a crash leaves them. Returns its pid (the session id of what it spawned).
+    pub fn kill9(mut self) -> i32 {
+        self.stopped = true;
+        let mut child = self.child.take().expect("running daemon");
+        let pid = child.id() as i32;
+        let _ = child.kill();
+        let _ = child.wait();
+        pid
     }
 
     pub fn pid(&self) -> i32 {
@@ -280,7 +344,9 @@ impl Daemon {
                 nix::sys::signal::Signal::SIGKILL,
             );
         }
-        let _ = std::fs::remove_dir_all(&self.data_dir);
+        if !self.keep_data {
+            let _ = std::fs::remove_dir_all(&self.data_dir);
+        }
         if check && !std::thread::panicking() {
             assert!(
                 status.is_some_and(|s| s.success()),
@@ -297,6 +363,89 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         self.stop_inner(false);
+    }
+}
+
+/// A loopback port that was free a moment ago (for tests that must pass `--port P`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// An open SSE response, read one event at a time.
+pub struct SseStream {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+    ended: bool,
+}
+
+impl SseStream {
+    /// The next event's `data` as JSON; `None` once the stream has ended or nothing arrived
+    /// within `limit`. Comments (keep-alives) are skipped.
+    pub async fn next(&mut self, limit: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+                let text = String::from_utf8_lossy(&block);
+                let data: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|l| l.strip_prefix(' ').unwrap_or(l))
+                    .collect();
+                if data.is_empty() {
+                    continue;
+                }
+                return Some(serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"));
+            }
+            if self.ended {
+                return None;
+            }
+            match tokio::time::timeout_at(deadline, self.resp.chunk()).await {
+                Ok(Ok(Some(bytes))) => self.buf.extend_from_slice(&bytes),
+                Ok(Ok(None)) | Ok(Err(_)) => self.ended = true,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Reads events until one satisfies `pred` (inclusive), the stream ends, or `limit` passes.
+    pub async fn until(&mut self, limit: Duration, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + limit;
+        let mut out = Vec::new();
+        while let Some(e) = self
+            .next(deadline.saturating_duration_since(Instant::now()))
+            .await
+        {
+            let done = pred(&e);
+            out.push(e);
+            if done {
+                break;
+            }
+        }
+        out
+    }
+}
+
+impl Daemon {
+    /// Opens an SSE stream (`GET path`) and asserts 200 `text/event-stream`.
+    pub async fn sse(&self, path: &str) -> SseStream {
+        let resp = self.get(path).await;
+        assert_eq!(resp.status(), 200, "SSE {path}");
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        assert!(ct.starts_with("text/event-stream"), "SSE content type {ct}");
+        SseStream {
+            resp,
+            buf: Vec::new(),
+            ended: false,
+        }
     }
 }
 

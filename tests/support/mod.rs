@@ -3,4 +3,5 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod fake_backend;
 pub mod invariants;

@@ -356,4 +356,49 @@ export const scenarios = {
     replies: [{ text: ['Working'], stall: true }],
     capture: false,
   },
+
+  ask_user_reply_then_reject: {
+    description:
+      'Two ask_user calls in one run, one after the other: the daemon tests answer the first ' +
+      '(reply) and skip the second (reject); then a final text.',
+    prompt: 'Set up the project.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_ask_framework',
+            name: 'ask_user',
+            input: {
+              questions: [
+                {
+                  question: 'Which test framework should I use?',
+                  options: [{ label: 'vitest' }, { label: 'jest' }],
+                },
+              ],
+            },
+          },
+        ],
+        cost: 0.02,
+      },
+      {
+        toolCalls: [
+          {
+            id: 'call_ask_ci',
+            name: 'ask_user',
+            input: {
+              questions: [
+                {
+                  question: 'Which CI service should I configure?',
+                  options: [{ label: 'GitHub Actions' }, { label: 'GitLab CI' }],
+                },
+              ],
+            },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Using vitest,', ' no CI.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
 }
