@@ -387,6 +387,13 @@ impl CodebuffConverter {
         self.questions.get(question_id)
     }
 
+    /// The ids of the pending questions, sorted.
+    pub fn pending_question_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.questions.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
     fn pending(&self, question_id: &str) -> Result<&QuestionData, QuestionError> {
         match self.questions.get(question_id) {
             Some(q) => Ok(q),

@@ -22,8 +22,8 @@ use crate::agent::{
     agent_args, agent_env, credentials, procfs, AgentKind, AgentProcess, ExitInfo, OutputStream,
     ProcessEvent, SpawnSpec, TurnCommand,
 };
-use crate::store::{RunningProcess, SessionRecord};
 use crate::codebuff::{CodebuffConverter, QuestionError, Stream, TurnOutcome};
+use crate::store::{RunningProcess, SessionRecord};
 use crate::universal::{
     format_time, Cost, ErrorData, EventData, EventDraft, QuestionData, SessionEndReason,
     SessionEndedData, StderrCollector, TerminatedBy, TurnStatus,
@@ -378,10 +378,22 @@ impl Actor {
         Ok((question, line))
     }
 
+    /// Drafts `question.resolved` (rejected) for every question still pending from a run that
+    /// is over, when the conversation moves on (a new turn) or the session ends: nobody can
+    /// answer them any more (rule 7: one `question.resolved` per `question.requested`).
+    fn reject_stale_questions(&mut self) {
+        for id in self.converter.pending_question_ids() {
+            if let Ok((draft, _skip_line)) = self.converter.reject_question(&id) {
+                self.drafts.push(draft);
+            }
+        }
+    }
+
     fn end_session_terminated(&mut self) {
         if self.ended().is_some() {
             return;
         }
+        self.reject_stale_questions();
         self.drafts
             .push(EventDraft::synthetic(EventData::SessionEnded(
                 SessionEndedData {
@@ -426,6 +438,8 @@ impl Actor {
             live.status = SessionStatus::Running;
             live.turns += 1;
         }
+        self.reject_stale_questions();
+        self.flush();
         let first = self.last_sequence() + 1;
         self.converter
             .begin_turn(Some(&queued.prompt), &mut self.drafts);
@@ -462,6 +476,10 @@ impl Actor {
             }
         };
         let (outcome, fatal, stop) = outcome;
+        if fatal.is_some() || self.converter.fatal_error().is_some() {
+            // The session ends with this turn.
+            self.reject_stale_questions();
+        }
         let session_ended = self.converter.end_turn(outcome, &mut self.drafts);
         self.flush();
         if let Some(message) = fatal.filter(|_| !session_ended) {
@@ -577,8 +595,16 @@ impl Actor {
                     if let Some(t) = limits.inactivity_timeout {
                         idle_deadline = Some(Instant::now() + t);
                     }
-                    let waiting = self.converter.has_pending_questions();
-                    self.set_status(if waiting { SessionStatus::AwaitingInput } else { SessionStatus::Running });
+                    // After the run's `finish` (its `turn.ended`) the process only winds down:
+                    // the session is idle for whoever saw that event.
+                    let status = if self.converter.turn_ended() {
+                        SessionStatus::Idle
+                    } else if self.converter.has_pending_questions() {
+                        SessionStatus::AwaitingInput
+                    } else {
+                        SessionStatus::Running
+                    };
+                    self.set_status(status);
                 }
                 cmd = self.rx.recv() => {
                     match cmd {

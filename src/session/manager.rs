@@ -227,7 +227,7 @@ impl SessionManager {
     pub fn list(&self) -> Vec<SessionInfo> {
         let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
         let mut handles: Vec<&Arc<Handle>> = sessions.values().collect();
-        handles.sort_by(|a, b| (b.created_at, b.order).cmp(&(a.created_at, a.order)));
+        handles.sort_by_key(|h| std::cmp::Reverse((h.created_at, h.order)));
         handles.into_iter().map(|h| info_of(h)).collect::<Vec<_>>()
     }
 
