@@ -1,11 +1,11 @@
 //! `/v1/agents…`: which agents exist, whether they can run, their modes and models.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::extract::OptionalJson;
+use super::extract::{ApiPath, OptionalJson};
 use super::problem::Problem;
 use super::AppState;
 use crate::agent::{credentials, AgentKind};
@@ -131,7 +131,7 @@ pub struct InstallRequest {
     responses((status = 204), (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn install_agent(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     OptionalJson(body): OptionalJson<InstallRequest>,
 ) -> Result<StatusCode, Problem> {
     let kind = agent(&id)?;
@@ -166,7 +166,7 @@ pub struct ModeList {
 #[utoipa::path(get, path = "/v1/agents/{agent}/modes", tag = "agents",
     params(("agent" = String, Path)),
     responses((status = 200, body = ModeList), (status = 400, body = Problem)))]
-pub async fn list_modes(Path(id): Path<String>) -> Result<Json<ModeList>, Problem> {
+pub async fn list_modes(ApiPath(id): ApiPath<String>) -> Result<Json<ModeList>, Problem> {
     agent(&id)?;
     Ok(Json(ModeList {
         modes: vec![
@@ -214,7 +214,7 @@ pub struct ModelList {
 #[utoipa::path(get, path = "/v1/agents/{agent}/models", tag = "agents",
     params(("agent" = String, Path)),
     responses((status = 200, body = ModelList), (status = 400, body = Problem)))]
-pub async fn list_models(Path(id): Path<String>) -> Result<Json<ModelList>, Problem> {
+pub async fn list_models(ApiPath(id): ApiPath<String>) -> Result<Json<ModelList>, Problem> {
     // Codebuff picks the model per agent mode; `model` (any OpenRouter id) overrides the
     // root agent's model. There is no fixed catalogue to list, so only the mock's own.
     Ok(Json(match agent(&id)? {

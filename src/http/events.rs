@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
 
-use super::extract::ApiQuery;
+use super::extract::{ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
 use crate::store::{wait_after, EventStore, StoreError, StoredEvent};
@@ -56,7 +56,7 @@ pub struct PollQuery {
         (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn poll_events(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<PollQuery>,
 ) -> Result<Response, Problem> {
     state.manager.info(&id)?;
@@ -102,7 +102,7 @@ pub struct SseQuery {
         (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn sse_events(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<SseQuery>,
 ) -> Result<Response, Problem> {
@@ -230,7 +230,7 @@ fn log_stream(
         (status = 404, body = Problem)))]
 pub async fn transcript(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<RawQuery>,
 ) -> Result<Response, Problem> {
     state.manager.info(&id)?;

@@ -1,7 +1,7 @@
 //! Request extractors whose rejections are problem documents (malformed JSON, wrong shapes,
-//! missing content type, bodies over the limit, bad query strings).
+//! missing content type, bodies over the limit, bad query strings, bad path segments).
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
@@ -49,6 +49,24 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
 fn query_problem(rejection: QueryRejection) -> Problem {
     Problem::invalid(rejection.body_text())
+}
+
+/// Path parameters; a segment that cannot be decoded (e.g. `%FF`, not UTF-8) is a 400 problem.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(ApiPath(v)),
+            Err(rejection) => Err(path_problem(rejection)),
+        }
+    }
+}
+
+fn path_problem(rejection: PathRejection) -> Problem {
+    Problem::new("invalid_request", rejection.status(), rejection.body_text())
 }
 
 /// An optional JSON body: an empty body is `T::default()`, anything else must parse.

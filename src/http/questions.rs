@@ -1,10 +1,10 @@
 //! Answering the agent: question replies and rejections, permission replies.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use super::extract::{ApiJson, OptionalJson};
+use super::extract::{ApiJson, ApiPath, OptionalJson};
 use super::problem::Problem;
 use super::AppState;
 
@@ -20,7 +20,7 @@ pub struct QuestionReply {
     responses((status = 204), (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn reply(
     State(state): State<AppState>,
-    Path((id, question_id)): Path<(String, String)>,
+    ApiPath((id, question_id)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<QuestionReply>,
 ) -> Result<StatusCode, Problem> {
     state
@@ -36,7 +36,7 @@ pub async fn reply(
     responses((status = 204), (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn reject(
     State(state): State<AppState>,
-    Path((id, question_id)): Path<(String, String)>,
+    ApiPath((id, question_id)): ApiPath<(String, String)>,
 ) -> Result<StatusCode, Problem> {
     state
         .manager
@@ -58,7 +58,7 @@ pub struct PermissionReply {
     responses((status = 204), (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn permission_reply(
     State(state): State<AppState>,
-    Path((id, permission_id)): Path<(String, String)>,
+    ApiPath((id, permission_id)): ApiPath<(String, String)>,
     OptionalJson(body): OptionalJson<PermissionReply>,
 ) -> Result<StatusCode, Problem> {
     state.manager.info(&id)?;

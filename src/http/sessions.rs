@@ -2,14 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
 use super::events::{turn_stream, RawQuery};
-use super::extract::{ApiJson, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
 use crate::session::{CreateRequest, SessionInfo};
@@ -51,7 +51,7 @@ pub struct CreateSessionResponse {
         (status = 404, body = Problem), (status = 409, body = Problem)))]
 pub async fn create_session(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<CreateSession>,
 ) -> Result<Json<CreateSessionResponse>, Problem> {
     let req = CreateRequest {
@@ -98,7 +98,7 @@ pub async fn list_sessions(State(state): State<AppState>) -> Json<SessionList> {
     responses((status = 200, description = "SessionInfo", body = Object), (status = 404, body = Problem)))]
 pub async fn get_session(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SessionInfo>, Problem> {
     Ok(Json(state.manager.info(&id)?))
 }
@@ -151,7 +151,7 @@ impl MessageRequest {
         (status = 500, body = Problem)))]
 pub async fn post_message(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<MessageRequest>,
 ) -> Result<StatusCode, Problem> {
     let prompt = body.prompt()?;
@@ -168,7 +168,7 @@ pub async fn post_message(
         (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn post_message_stream(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiQuery(query): ApiQuery<RawQuery>,
     ApiJson(body): ApiJson<MessageRequest>,
 ) -> Result<Response, Problem> {
@@ -188,7 +188,7 @@ pub async fn post_message_stream(
     responses((status = 204), (status = 404, body = Problem)))]
 pub async fn terminate(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, Problem> {
     state.manager.terminate(&id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -199,7 +199,7 @@ pub async fn terminate(
     responses((status = 204), (status = 404, body = Problem)))]
 pub async fn cancel(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, Problem> {
     state.manager.cancel(&id).await?;
     Ok(StatusCode::NO_CONTENT)
