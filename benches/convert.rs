@@ -47,9 +47,15 @@ fn main() {
                 .map(<[u8]>::to_vec),
         );
     }
-    measure("captured mix", &repeat(&unit));
-    let tokens: Vec<Vec<u8>> = unit.iter().flat_map(|l| rechunk(l)).collect();
-    measure("token mix", &repeat(&tokens));
+    // CONVERT_MIX=captured|token runs one mix only (for profiling).
+    let only = std::env::var("CONVERT_MIX").ok();
+    if only.as_deref() != Some("token") {
+        measure("captured mix", &repeat(&unit));
+    }
+    if only.as_deref() != Some("captured") {
+        let tokens: Vec<Vec<u8>> = unit.iter().flat_map(|l| rechunk(l)).collect();
+        measure("token mix", &repeat(&tokens));
+    }
 }
 
 fn repeat(unit: &[Vec<u8>]) -> Vec<Vec<u8>> {

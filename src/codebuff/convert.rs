@@ -523,12 +523,22 @@ impl CodebuffConverter {
         if let Some(open) = self.messages.remove(&owner) {
             complete_text(open, ItemStatus::Completed, text_part, None, out);
         }
+        let arguments = e
+            .input
+            .as_ref()
+            .map_or_else(|| "null".to_owned(), |raw| raw.get().to_owned());
+        // Only the tools whose input means something to the daemon are parsed.
+        let input = if tools::reads_input(&e.tool_name) {
+            serde_json::from_str(&arguments).unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
         let mut content = vec![ContentPart::ToolCall {
             name: e.tool_name.clone(),
-            arguments: e.input.to_string(),
+            arguments,
             call_id: e.tool_call_id.clone(),
         }];
-        content.extend(tools::call_file_refs(&e.tool_name, &e.input));
+        content.extend(tools::call_file_refs(&e.tool_name, &input));
         let item = Item {
             item_id: self.id_for("tool_call", &e.tool_call_id),
             native_item_id: Some(e.tool_call_id.clone()),
@@ -540,7 +550,7 @@ impl CodebuffConverter {
         };
         whole_item(item, raw.clone(), out);
         if e.tool_name == "ask_user" {
-            let questions = tools::ask_user_questions(&e.input);
+            let questions = tools::ask_user_questions(&input);
             let first = questions.first();
             let data = QuestionData {
                 question_id: e.tool_call_id.clone(),
@@ -563,7 +573,7 @@ impl CodebuffConverter {
             e.tool_call_id,
             ToolCallInfo {
                 name: e.tool_name,
-                input: e.input,
+                input,
             },
         );
     }
@@ -620,14 +630,28 @@ impl CodebuffConverter {
             .clone()
             .or_else(|| call.map(|c| c.name.clone()))
             .unwrap_or_default();
-        let (output_text, output) = match (&e.output, &e.result) {
-            (Some(output), _) => (output.to_string(), output.clone()),
-            (None, Some(Value::String(text))) => (text.clone(), Value::String(text.clone())),
-            (None, Some(other)) => (other.to_string(), other.clone()),
-            (None, None) => (String::new(), Value::Null),
+        // The output text is the agent's JSON as written (a legacy `result` string: its text);
+        // it is parsed only when something in it matters here.
+        let (output_text, is_legacy_text) = match (&e.output, &e.result) {
+            (Some(output), _) => (output.get().to_owned(), false),
+            (None, Some(result)) => match serde_json::from_str::<String>(result.get()) {
+                Ok(text) => (text, true),
+                Err(_) => (result.get().to_owned(), false),
+            },
+            (None, None) => (String::new(), true),
+        };
+        let output = if is_legacy_text {
+            Value::String(output_text.clone())
+        } else if tools::reads_result(&tool_name) || output_text.contains("\"errorMessage\"") {
+            serde_json::from_str(&output_text).unwrap_or(Value::Null)
+        } else {
+            Value::Null
         };
         let failed = tools::result_failed(&output);
-        let mut content = vec![result_part(&e.tool_call_id, &output_text)];
+        let mut content = vec![ContentPart::ToolResult {
+            call_id: e.tool_call_id.clone(),
+            output: output_text,
+        }];
         content.extend(tools::result_file_refs(
             &tool_name,
             call.map(|c| &c.input),

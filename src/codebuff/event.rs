@@ -6,6 +6,7 @@
 
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// Types added by the Openbuff fork; recorded as `status` items labelled with the type.
@@ -22,7 +23,7 @@ pub const FORK_TYPES: &[&str] = &[
 ];
 
 /// One Codebuff event, by `type`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum PrintModeEvent {
     /// Once per run, first. `sessionId` is our shim's extension (the id for `--continue`).
     Start(StartEvent),
@@ -70,27 +71,30 @@ pub struct TextEvent {
     pub agent_id: Option<String>,
 }
 
-/// Fields of `tool_call` (legacy streams call `input` `args`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// Fields of `tool_call` (legacy streams call `input` `args`). `input` is kept as the agent
+/// wrote it: it becomes the item's `arguments` text unchanged, and is parsed only for the tools
+/// whose input the daemon reads (file tools, `ask_user`).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallEvent {
     pub tool_call_id: String,
     pub tool_name: String,
     #[serde(default, alias = "args")]
-    pub input: Value,
+    pub input: Option<Box<RawValue>>,
     pub agent_id: Option<String>,
     pub parent_agent_id: Option<String>,
     pub include_tool_call: Option<bool>,
 }
 
 /// Fields of `tool_result`: `output` is `ToolResultOutput[]`; legacy streams send `result` text.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// Both are kept as written (the item's `output` text) and parsed only when needed.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultEvent {
     pub tool_call_id: String,
     pub tool_name: Option<String>,
-    pub output: Option<Value>,
-    pub result: Option<Value>,
+    pub output: Option<Box<RawValue>>,
+    pub result: Option<Box<RawValue>>,
     pub agent_id: Option<String>,
     pub parent_agent_id: Option<String>,
 }
@@ -394,25 +398,39 @@ mod tests {
     #[test]
     fn parses_known_types_with_type_first() {
         let e = PrintModeEvent::parse(r#"{"type":"text","text":"hi","agentId":"a1"}"#).unwrap();
+        let PrintModeEvent::Text(t) = e else {
+            panic!("not text")
+        };
         assert_eq!(
-            e,
-            PrintModeEvent::Text(TextEvent {
+            t,
+            TextEvent {
                 text: "hi".into(),
                 agent_id: Some("a1".into())
-            })
+            }
         );
     }
 
     #[test]
     fn parses_known_types_with_type_later() {
         let e = PrintModeEvent::parse(r#"{"totalCost":3.5,"type":"finish"}"#).unwrap();
+        let PrintModeEvent::Finish(f) = e else {
+            panic!("not finish")
+        };
         assert_eq!(
-            e,
-            PrintModeEvent::Finish(FinishEvent {
+            f,
+            FinishEvent {
                 agent_id: None,
                 total_cost: Some(3.5)
-            })
+            }
         );
+        let e = PrintModeEvent::parse(
+            r#"{"toolCallId":"c","type":"tool_result","output":[{"type":"json","value":1}]}"#,
+        )
+        .unwrap();
+        let PrintModeEvent::ToolResult(r) = e else {
+            panic!("not a result")
+        };
+        assert_eq!(r.output.unwrap().get(), r#"[{"type":"json","value":1}]"#);
     }
 
     #[test]
@@ -424,7 +442,7 @@ mod tests {
         let PrintModeEvent::ToolCall(call) = e else {
             panic!("not a tool call")
         };
-        assert_eq!(call.input["paths"][0], "a");
+        assert_eq!(call.input.unwrap().get(), r#"{"paths":["a"]}"#);
     }
 
     #[test]
@@ -440,26 +458,18 @@ mod tests {
 
     #[test]
     fn errors_are_classified() {
+        let err = |line: &str| PrintModeEvent::parse(line).err();
+        assert!(matches!(err("hello"), Some(ParseError::NotJson(_))));
+        assert_eq!(err(r#"{"text":"x"}"#), Some(ParseError::NoType));
+        assert_eq!(err(r#"{"type":7}"#), Some(ParseError::NoType));
+        assert_eq!(err("[1,2]"), Some(ParseError::NoType));
         assert!(matches!(
-            PrintModeEvent::parse("hello"),
-            Err(ParseError::NotJson(_))
-        ));
-        assert_eq!(
-            PrintModeEvent::parse(r#"{"text":"x"}"#),
-            Err(ParseError::NoType)
-        );
-        assert_eq!(
-            PrintModeEvent::parse(r#"{"type":7}"#),
-            Err(ParseError::NoType)
-        );
-        assert_eq!(PrintModeEvent::parse("[1,2]"), Err(ParseError::NoType));
-        assert!(matches!(
-            PrintModeEvent::parse(r#"{"type":"text"}"#),
-            Err(ParseError::BadShape { event_type, .. }) if event_type == "text"
+            err(r#"{"type":"text"}"#),
+            Some(ParseError::BadShape { event_type, .. }) if event_type == "text"
         ));
         assert!(matches!(
-            PrintModeEvent::parse(r#"{"type":"text","text":"a"} x"#),
-            Err(ParseError::NotJson(_))
+            err(r#"{"type":"text","text":"a"} x"#),
+            Some(ParseError::NotJson(_))
         ));
     }
 }

@@ -5,6 +5,22 @@ use serde_json::Value;
 
 use crate::universal::{ContentPart, FileAction, QuestionOption, QuestionSpec};
 
+/// True for the tools whose input the converter reads (file references, questions).
+pub fn reads_input(tool: &str) -> bool {
+    matches!(
+        tool,
+        "write_file" | "str_replace" | "apply_patch" | "read_files" | "ask_user"
+    )
+}
+
+/// True for the tools whose result the converter reads (diffs, answers).
+pub fn reads_result(tool: &str) -> bool {
+    matches!(
+        tool,
+        "write_file" | "str_replace" | "apply_patch" | "ask_user"
+    )
+}
+
 /// The `file_ref` parts a tool call implies, from its name and input.
 pub fn call_file_refs(tool: &str, input: &Value) -> Vec<ContentPart> {
     let path = || input.get("path").and_then(Value::as_str);
