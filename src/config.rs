@@ -192,7 +192,7 @@ impl DaemonConfig {
             .clone()
             .or_else(|| env_parse("CODEBUFFD_STORE"))
             .or(file.store)
-            .unwrap_or_else(|| "memory".to_owned());
+            .unwrap_or_else(|| "sqlite".to_owned());
         Ok(DaemonConfig {
             store,
             host,

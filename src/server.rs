@@ -14,7 +14,7 @@ use crate::agent::Launcher;
 use crate::config::DaemonConfig;
 use crate::http::{router, HttpOptions};
 use crate::session::{Limits, SessionContext, SessionManager};
-use crate::store::{EventStore, MemoryStore};
+use crate::store::{open_store_with, StoreOptions};
 
 /// How long shutdown waits for sessions to end their turns.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
@@ -30,10 +30,14 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             config.data_dir.display()
         )
     })?;
-    let store: Arc<dyn EventStore> = match config.store.as_str() {
-        "memory" => Arc::new(MemoryStore::new()),
-        other => anyhow::bail!("store `{other}` is not available yet; use --store memory"),
+    // Readers see an event only once it is committed: what a client saw survives a crash, so
+    // `Last-Event-ID` resumes exactly after a restart.
+    let options = StoreOptions {
+        visible_after_commit: true,
+        ..StoreOptions::default()
     };
+    let store = open_store_with(&config.store, &config.data_dir, options)
+        .with_context(|| format!("cannot open the event store `{}`", redact(&config.store)))?;
     let launcher = Arc::new(Launcher::new(config.agent_command.clone(), None));
     let limits = Limits {
         turn_timeout: config.turn_timeout,
@@ -88,6 +92,20 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(DRAIN_LIMIT, server).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A store spec without the password of a `postgres://user:password@…` URL, for messages.
+fn redact(spec: &str) -> String {
+    match (spec.find("://"), spec.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &spec[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &spec[..scheme + 3], &spec[at..]),
+                None => spec.to_owned(),
+            }
+        }
+        _ => spec.to_owned(),
+    }
 }
 
 async fn shutdown_signal() {

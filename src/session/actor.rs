@@ -456,6 +456,10 @@ impl Actor {
                     pgid: pid,
                     start_ticks: procfs::start_ticks(pid).unwrap_or(0),
                 }));
+                // The agent's pid must be on disk before a crash could orphan it.
+                if let Err(error) = self.ctx.store.flush() {
+                    tracing::error!(session = %self.id, %error, "saving the running agent failed");
+                }
                 self.supervise(process).await
             }
             Err(message) => {

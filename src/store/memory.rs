@@ -1,7 +1,7 @@
 //! The in-memory event log: for tests, benchmarks and throwaway daemons (`--store memory`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::watch;
 
@@ -11,6 +11,8 @@ use crate::universal::{EventDraft, UniversalEvent};
 struct Log {
     session_id: Arc<str>,
     events: RwLock<Vec<Arc<StoredEvent>>>,
+    /// Held for a whole append, so sequences stay dense even if two writers raced.
+    append: Mutex<()>,
     last: watch::Sender<u64>,
 }
 
@@ -48,6 +50,7 @@ impl EventStore for MemoryStore {
             Arc::new(Log {
                 session_id: session_id.into(),
                 events: RwLock::new(Vec::new()),
+                append: Mutex::new(()),
                 last,
             }),
         );
@@ -72,7 +75,11 @@ impl EventStore for MemoryStore {
     fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let records = self.records.read().unwrap_or_else(|p| p.into_inner());
         let mut all: Vec<SessionRecord> = records.values().cloned().collect();
-        all.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.session_id.cmp(&b.session_id)));
+        all.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then(a.session_id.cmp(&b.session_id))
+        });
         Ok(all)
     }
 
@@ -88,10 +95,16 @@ impl EventStore for MemoryStore {
         native_session_id: Option<&str>,
     ) -> Result<u64, StoreError> {
         let log = self.log(session_id)?;
-        let last = {
-            let mut events = log.events.write().unwrap_or_else(|p| p.into_inner());
-            for draft in drafts.drain(..) {
-                let sequence = events.len() as u64 + 1;
+        // One writer at a time; readers wait only while the finished events are pushed.
+        let _writer = log.append.lock().unwrap_or_else(|p| p.into_inner());
+        let first = log.events.read().unwrap_or_else(|p| p.into_inner()).len() as u64 + 1;
+        // Each event is serialized into one reused buffer and copied out at its exact size: no
+        // buffer regrown per event, no slack kept for the log's lifetime.
+        let mut buf = Vec::with_capacity(1024);
+        let stored: Vec<Arc<StoredEvent>> = drafts
+            .drain(..)
+            .zip(first..)
+            .map(|(draft, sequence)| {
                 let event = UniversalEvent::from_draft(
                     draft,
                     sequence,
@@ -99,8 +112,16 @@ impl EventStore for MemoryStore {
                     log.session_id.clone(),
                     native_session_id.map(str::to_owned),
                 );
-                events.push(Arc::new(StoredEvent::new(event)));
-            }
+                buf.clear();
+                // Serializing plain data into a Vec cannot fail, and JSON is UTF-8.
+                let _ = serde_json::to_writer(&mut buf, &event.view(false));
+                let json = String::from_utf8_lossy(&buf).into_owned();
+                Arc::new(StoredEvent { event, json })
+            })
+            .collect();
+        let last = {
+            let mut events = log.events.write().unwrap_or_else(|p| p.into_inner());
+            events.extend(stored);
             events.len() as u64
         };
         log.last.send_replace(last);

@@ -1,11 +1,19 @@
 //! The event log: every event the daemon emits is appended here before anyone sees it, and
 //! polling, SSE replay, live SSE and turn streams all read it at their own cursor.
 //!
-//! One trait, [`EventStore`], with an in-memory implementation ([`MemoryStore`]); durable
-//! stores implement the same trait.
+//! One trait, [`EventStore`], with an in-memory implementation ([`MemoryStore`]) and two
+//! durable ones on a shared batching core ([`SqliteStore`], the default, and [`PostgresStore`]
+//! for fleets); [`open_store`] picks one from the `--store` spec.
 
+mod batched;
 mod memory;
+mod postgres;
+mod row;
+mod sqlite;
+mod tail;
+mod writer;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -13,7 +21,13 @@ use tokio::sync::watch;
 
 use crate::universal::{EventDraft, UniversalEvent};
 
+pub use batched::StoreOptions;
 pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// The file name of the default SQLite database inside the data directory.
+pub const DEFAULT_DATABASE: &str = "codebuffd.db";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -137,4 +151,61 @@ pub trait EventStore: Send + Sync + 'static {
 /// Waits until the log holds an event after `cursor`. Returns false when the log is gone.
 pub async fn wait_after(rx: &mut watch::Receiver<u64>, cursor: u64) -> bool {
     rx.wait_for(|last| *last > cursor).await.is_ok()
+}
+
+/// Opens the store a `--store` spec names:
+///
+/// * `memory`: the in-memory log (nothing survives the process);
+/// * `sqlite` (or empty): `<data_dir>/codebuffd.db`;
+/// * `sqlite://PATH`: that SQLite file (`sqlite:///abs/path` or `sqlite://relative/path`);
+/// * `postgres://…` or `postgresql://…`: a Postgres database (a libpq-style URL).
+pub fn open_store(spec: &str, data_dir: &Path) -> Result<Arc<dyn EventStore>, StoreError> {
+    open_store_with(spec, data_dir, StoreOptions::default())
+}
+
+/// [`open_store`] with explicit tuning of the durable stores.
+pub fn open_store_with(
+    spec: &str,
+    data_dir: &Path,
+    options: StoreOptions,
+) -> Result<Arc<dyn EventStore>, StoreError> {
+    let spec = spec.trim();
+    if spec == "memory" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    if spec.is_empty() || spec == "sqlite" {
+        return Ok(Arc::new(SqliteStore::open_with(
+            &data_dir.join(DEFAULT_DATABASE),
+            options,
+        )?));
+    }
+    if let Some(path) = spec.strip_prefix("sqlite://") {
+        if path.is_empty() {
+            return Err(StoreError::Backend(
+                "the store `sqlite://` names no file: use sqlite://PATH".into(),
+            ));
+        }
+        return Ok(Arc::new(SqliteStore::open_with(Path::new(path), options)?));
+    }
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        return Ok(Arc::new(PostgresStore::open_with(spec, options)?));
+    }
+    Err(StoreError::Backend(format!(
+        "unknown store `{}`: use memory, sqlite, sqlite://PATH or postgres://USER@HOST/DB",
+        redact_spec(spec)
+    )))
+}
+
+/// A spec fit for an error message: any password in a URL is left out.
+fn redact_spec(spec: &str) -> String {
+    match (spec.find("://"), spec.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &spec[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &spec[..scheme + 3], &spec[at..]),
+                None => spec.to_owned(),
+            }
+        }
+        _ => spec.to_owned(),
+    }
 }

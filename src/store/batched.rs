@@ -1,0 +1,566 @@
+//! The core of the durable stores (SQLite, Postgres): per-session tails in memory, a writer
+//! thread that commits in batches, and reads that fall back to the database for older events.
+//!
+//! The durability rule: an append returns without waiting for the disk, unless its batch holds
+//! `turn.ended` or `session.ended`; then it waits for the writer's commit before raising the
+//! session's *visible* watermark. Readers (`read`, `last_sequence`, `subscribe`) never look
+//! past that watermark, and a session's appends are serialized, so nothing appended after such
+//! an event becomes visible before it. `flush` waits until everything queued is committed.
+//!
+//! With [`StoreOptions::visible_after_commit`] every event waits for its commit to become
+//! visible (the writer raises the watermark), but `append` still waits only for the ending ones.
+//!
+//! Memory is bounded: each session keeps a small tail (only committed events leave it, none
+//! once the session has ended), and the writer's queue is capped (`append` waits when full).
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::watch;
+
+use super::row::{ends_session, ends_something};
+use super::tail::SessionLog;
+use super::writer::{BatchWriter, Op, Writer};
+use super::{EventStore, SessionRecord, StoreError, StoredEvent};
+use crate::universal::{EventDraft, UniversalEvent};
+
+/// The read side of a database, callable from any thread (including async runtime threads).
+pub(crate) trait StoreReader: Send + Sync + 'static {
+    /// A session's events with `after < sequence <= upto`, in order.
+    fn read_events(
+        &self,
+        session_id: &str,
+        after: u64,
+        upto: u64,
+    ) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// The last stored sequence of a session (0 when it has no event), or `None` when the
+    /// session has no record.
+    fn session_tip(&self, session_id: &str) -> Result<Option<u64>, StoreError>;
+
+    /// Every session record, oldest first.
+    fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+}
+
+/// Tuning of a durable store.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreOptions {
+    /// Events kept in memory per live session.
+    pub tail_events: usize,
+    /// Events queued for the writer before `append` waits.
+    pub max_pending_events: usize,
+    /// Show every event only once it is committed, not just `turn.ended`/`session.ended`:
+    /// then nothing a reader saw can be lost by a crash (and reused by the next sequence
+    /// after a restart), at the price of about one commit of latency for live readers.
+    pub visible_after_commit: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            tail_events: 256,
+            max_pending_events: 8192,
+            visible_after_commit: false,
+        }
+    }
+}
+
+/// A durable event store over a database's reader and writer.
+pub(crate) struct BatchedStore {
+    reader: Box<dyn StoreReader>,
+    logs: RwLock<HashMap<String, Arc<SessionLog>>>,
+    options: StoreOptions,
+    // Last, so dropping the store commits what is queued after everything else is gone.
+    writer: Writer,
+}
+
+impl BatchedStore {
+    /// Starts the writer thread (named `thread_name`) and serves reads from `reader`.
+    pub(crate) fn start(
+        thread_name: &str,
+        reader: Box<dyn StoreReader>,
+        writer: Box<dyn BatchWriter>,
+        options: StoreOptions,
+    ) -> Result<Self, StoreError> {
+        Ok(BatchedStore {
+            reader,
+            logs: RwLock::new(HashMap::new()),
+            writer: Writer::spawn(thread_name, writer, options.max_pending_events)?,
+            options,
+        })
+    }
+
+    /// The session's log, loaded from the database on first use.
+    fn log(&self, session_id: &str) -> Result<Arc<SessionLog>, StoreError> {
+        if let Some(log) = self
+            .logs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session_id)
+        {
+            return Ok(log.clone());
+        }
+        let last = self
+            .reader
+            .session_tip(session_id)?
+            .ok_or_else(|| StoreError::UnknownSession(session_id.to_owned()))?;
+        Ok(self.insert_log(session_id, last))
+    }
+
+    fn insert_log(&self, session_id: &str, last: u64) -> Arc<SessionLog> {
+        let mut logs = self.logs.write().unwrap_or_else(|p| p.into_inner());
+        logs.entry(session_id.to_owned())
+            .or_insert_with(|| {
+                Arc::new(SessionLog::new(
+                    session_id,
+                    last,
+                    self.options.tail_events,
+                    self.options.visible_after_commit,
+                ))
+            })
+            .clone()
+    }
+}
+
+impl EventStore for BatchedStore {
+    fn create(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        let session_id = record.session_id.as_str();
+        self.writer.check()?;
+        let known = self
+            .logs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(session_id);
+        if known {
+            return Err(StoreError::AlreadyExists(session_id.to_owned()));
+        }
+        let created = self.writer.call(|done| Op::Create {
+            record: record.clone(),
+            done,
+        })?;
+        if !created {
+            return Err(StoreError::AlreadyExists(session_id.to_owned()));
+        }
+        self.insert_log(session_id, 0);
+        Ok(())
+    }
+
+    fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        self.log(&record.session_id)?;
+        self.writer.check()?;
+        self.writer.send(Op::Put {
+            record: record.clone(),
+        })
+    }
+
+    fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        // Records put but still queued are part of the answer.
+        if self.writer.check().is_ok() {
+            self.flush()?;
+        }
+        self.reader.load_sessions()
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.writer.check()?;
+        self.writer.call(|done| Op::Flush { done })
+    }
+
+    fn append(
+        &self,
+        session_id: &str,
+        drafts: &mut Vec<EventDraft>,
+        time: Arc<str>,
+        native_session_id: Option<&str>,
+    ) -> Result<u64, StoreError> {
+        let log = self.log(session_id)?;
+        let _appending = log.appending();
+        let first = log.tail().last() + 1;
+        if drafts.is_empty() {
+            return Ok(first - 1);
+        }
+        self.writer.reserve(drafts.len())?;
+        let native = native_session_id.map(str::to_owned);
+        let events: Vec<Arc<StoredEvent>> = drafts
+            .drain(..)
+            .zip(first..)
+            .map(|(draft, sequence)| {
+                Arc::new(StoredEvent::new(UniversalEvent::from_draft(
+                    draft,
+                    sequence,
+                    time.clone(),
+                    log.session_id.clone(),
+                    native.clone(),
+                )))
+            })
+            .collect();
+        let last = first + events.len() as u64 - 1;
+        let must_commit = events.iter().any(|e| ends_something(&e.event));
+        let closes = events.iter().any(|e| ends_session(&e.event));
+        log.tail().push(&events, closes);
+        if must_commit {
+            self.writer.call(|done| Op::Events {
+                log: log.clone(),
+                events,
+                done: Some(done),
+            })?;
+        } else {
+            self.writer.send(Op::Events {
+                log: log.clone(),
+                events,
+                done: None,
+            })?;
+            if self.options.visible_after_commit {
+                // The writer shows them once committed.
+                return Ok(last);
+            }
+        }
+        log.show_up_to(last);
+        Ok(last)
+    }
+
+    fn read(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<StoredEvent>>, StoreError> {
+        let log = self.log(session_id)?;
+        let end = log.visible().min(after.saturating_add(limit as u64));
+        let mut out = Vec::new();
+        let mut cursor = after;
+        while cursor < end {
+            let upto = {
+                let tail = log.tail();
+                let first = tail.first();
+                if cursor + 1 >= first {
+                    tail.copy_from(cursor + 1, (end - cursor) as usize, &mut out);
+                    break;
+                }
+                // Everything before the tail is committed.
+                (first - 1).min(end)
+            };
+            let events = self.reader.read_events(session_id, cursor, upto)?;
+            for (stored, expected) in events.into_iter().zip(cursor + 1..) {
+                if stored.event.sequence != expected {
+                    break;
+                }
+                cursor = expected;
+                out.push(Arc::new(stored));
+            }
+            if cursor < upto {
+                return Err(StoreError::Backend(format!(
+                    "the log of session `{session_id}` is missing event {}",
+                    cursor + 1
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    fn last_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
+        Ok(self.log(session_id)?.visible())
+    }
+
+    fn subscribe(&self, session_id: &str) -> Result<watch::Receiver<u64>, StoreError> {
+        Ok(self.log(session_id)?.subscribe())
+    }
+}
+
+/// Implements [`EventStore`] for a newtype around a [`BatchedStore`] by delegation.
+macro_rules! delegate_event_store {
+    ($store:ty) => {
+        impl $crate::store::EventStore for $store {
+            fn create(
+                &self,
+                record: &$crate::store::SessionRecord,
+            ) -> Result<(), $crate::store::StoreError> {
+                self.0.create(record)
+            }
+
+            fn put_session(
+                &self,
+                record: &$crate::store::SessionRecord,
+            ) -> Result<(), $crate::store::StoreError> {
+                self.0.put_session(record)
+            }
+
+            fn load_sessions(
+                &self,
+            ) -> Result<Vec<$crate::store::SessionRecord>, $crate::store::StoreError> {
+                self.0.load_sessions()
+            }
+
+            fn flush(&self) -> Result<(), $crate::store::StoreError> {
+                self.0.flush()
+            }
+
+            fn append(
+                &self,
+                session_id: &str,
+                drafts: &mut Vec<$crate::universal::EventDraft>,
+                time: std::sync::Arc<str>,
+                native_session_id: Option<&str>,
+            ) -> Result<u64, $crate::store::StoreError> {
+                self.0.append(session_id, drafts, time, native_session_id)
+            }
+
+            fn read(
+                &self,
+                session_id: &str,
+                after: u64,
+                limit: usize,
+            ) -> Result<Vec<std::sync::Arc<$crate::store::StoredEvent>>, $crate::store::StoreError>
+            {
+                self.0.read(session_id, after, limit)
+            }
+
+            fn last_sequence(&self, session_id: &str) -> Result<u64, $crate::store::StoreError> {
+                self.0.last_sequence(session_id)
+            }
+
+            fn subscribe(
+                &self,
+                session_id: &str,
+            ) -> Result<tokio::sync::watch::Receiver<u64>, $crate::store::StoreError> {
+                self.0.subscribe(session_id)
+            }
+        }
+    };
+}
+
+pub(crate) use delegate_event_store;
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::store::writer::Write;
+    use crate::universal::{Cost, TerminatedBy};
+    use crate::universal::{ErrorData, EventData, SessionEndReason, SessionEndedData};
+
+    /// A database in memory that can be told to fail its commits.
+    #[derive(Default)]
+    struct FakeDb {
+        records: Mutex<BTreeMap<String, SessionRecord>>,
+        events: Mutex<BTreeMap<(String, u64), String>>,
+        broken: AtomicBool,
+    }
+
+    struct FakeWriter(Arc<FakeDb>);
+    struct FakeReader(Arc<FakeDb>);
+
+    impl BatchWriter for FakeWriter {
+        fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
+            if self.0.broken.load(Ordering::SeqCst) {
+                return Err(StoreError::Backend("disk on fire".into()));
+            }
+            let mut records = self.0.records.lock().unwrap();
+            let mut events = self.0.events.lock().unwrap();
+            Ok(batch
+                .iter()
+                .map(|write| match write {
+                    Write::Create(r) => {
+                        let new = !records.contains_key(&r.session_id);
+                        records.entry(r.session_id.clone()).or_insert((*r).clone());
+                        new
+                    }
+                    Write::Put(r) => {
+                        records.insert(r.session_id.clone(), (*r).clone());
+                        true
+                    }
+                    Write::Events(list) => {
+                        for e in list.iter() {
+                            let key = (e.event.session_id.to_string(), e.event.sequence);
+                            events.insert(key, e.event.to_json(true));
+                        }
+                        true
+                    }
+                })
+                .collect())
+        }
+    }
+
+    impl StoreReader for FakeReader {
+        fn read_events(
+            &self,
+            session_id: &str,
+            after: u64,
+            upto: u64,
+        ) -> Result<Vec<StoredEvent>, StoreError> {
+            let events = self.0.events.lock().unwrap();
+            Ok(events
+                .range((session_id.to_owned(), after + 1)..=(session_id.to_owned(), upto))
+                .map(|(_, json)| StoredEvent::new(serde_json::from_str(json).unwrap()))
+                .collect())
+        }
+
+        fn session_tip(&self, session_id: &str) -> Result<Option<u64>, StoreError> {
+            if !self.0.records.lock().unwrap().contains_key(session_id) {
+                return Ok(None);
+            }
+            let events = self.0.events.lock().unwrap();
+            Ok(Some(
+                events
+                    .range((session_id.to_owned(), 0)..=(session_id.to_owned(), u64::MAX))
+                    .next_back()
+                    .map_or(0, |((_, seq), _)| *seq),
+            ))
+        }
+
+        fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+            Ok(self.0.records.lock().unwrap().values().cloned().collect())
+        }
+    }
+
+    fn store(db: &Arc<FakeDb>, options: StoreOptions) -> BatchedStore {
+        BatchedStore::start(
+            "test-writer",
+            Box::new(FakeReader(db.clone())),
+            Box::new(FakeWriter(db.clone())),
+            options,
+        )
+        .unwrap()
+    }
+
+    fn record(id: &str) -> SessionRecord {
+        SessionRecord {
+            session_id: id.into(),
+            agent: "mock".into(),
+            created_at: 1,
+            updated_at: 1,
+            settings: serde_json::json!({}),
+            native_session_id: None,
+            status: "idle".into(),
+            ended: false,
+            end_reason: None,
+            end_message: None,
+            cost_credits: 0.0,
+            turns: 0,
+            event_count: 0,
+            next_item: 1,
+            running: None,
+        }
+    }
+
+    fn drafts(n: usize) -> Vec<EventDraft> {
+        (0..n)
+            .map(|i| {
+                EventDraft::synthetic(EventData::Error(ErrorData {
+                    message: i.to_string(),
+                    code: None,
+                    details: None,
+                }))
+            })
+            .collect()
+    }
+
+    fn session_ended() -> EventDraft {
+        EventDraft::synthetic(EventData::SessionEnded(SessionEndedData {
+            reason: SessionEndReason::Completed,
+            terminated_by: TerminatedBy::Agent,
+            message: None,
+            exit_code: None,
+            stderr: None,
+            cost: Cost::default(),
+        }))
+    }
+
+    fn tail_len(store: &BatchedStore, id: &str) -> usize {
+        let log = store.log(id).unwrap();
+        let tail = log.tail();
+        (tail.last() + 1 - tail.first()) as usize
+    }
+
+    #[test]
+    fn the_tail_stays_small_and_empties_once_the_session_ends() {
+        let db = Arc::new(FakeDb::default());
+        let options = StoreOptions {
+            tail_events: 32,
+            ..StoreOptions::default()
+        };
+        let store = store(&db, options);
+        store.create(&record("s")).unwrap();
+        for _ in 0..100 {
+            store
+                .append("s", &mut drafts(10), "t".into(), None)
+                .unwrap();
+        }
+        store.flush().unwrap();
+        assert_eq!(tail_len(&store, "s"), 32);
+        assert_eq!(db.events.lock().unwrap().len(), 1000);
+        let all = store.read("s", 0, 2000).unwrap();
+        assert_eq!(all.len(), 1000);
+        assert!(all.iter().zip(1..).all(|(e, n)| e.event.sequence == n));
+        store
+            .append("s", &mut vec![session_ended()], "t".into(), None)
+            .unwrap();
+        assert_eq!(tail_len(&store, "s"), 0, "an ended session keeps nothing");
+        assert_eq!(store.read("s", 990, 100).unwrap().len(), 11);
+    }
+
+    #[test]
+    fn a_failing_database_fails_the_store_without_a_gap() {
+        let db = Arc::new(FakeDb::default());
+        let store = store(&db, StoreOptions::default());
+        store.create(&record("s")).unwrap();
+        store.append("s", &mut drafts(3), "t".into(), None).unwrap();
+        store.flush().unwrap();
+        db.broken.store(true, Ordering::SeqCst);
+        // Ordinary events are accepted (and visible) before the failure is known …
+        store.append("s", &mut drafts(2), "t".into(), None).unwrap();
+        // … but flush reports it once the retries are spent, and the store then refuses writes.
+        let error = store.flush().unwrap_err().to_string();
+        assert!(error.contains("disk on fire"), "{error}");
+        db.broken.store(false, Ordering::SeqCst);
+        let error = store
+            .append("s", &mut drafts(1), "t".into(), None)
+            .unwrap_err();
+        assert!(error.to_string().contains("can no longer be written"));
+        assert!(store.create(&record("t")).is_err());
+        assert!(store.put_session(&record("s")).is_err());
+        // Nothing after the failed batch reached the database: no hole.
+        assert_eq!(db.events.lock().unwrap().len(), 3);
+        // Reads still work.
+        assert_eq!(store.read("s", 0, 10).unwrap().len(), 5);
+        assert_eq!(store.load_sessions().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn an_ending_event_is_not_visible_when_its_commit_fails() {
+        let db = Arc::new(FakeDb::default());
+        let store = store(&db, StoreOptions::default());
+        store.create(&record("s")).unwrap();
+        store.append("s", &mut drafts(2), "t".into(), None).unwrap();
+        db.broken.store(true, Ordering::SeqCst);
+        assert!(store
+            .append("s", &mut vec![session_ended()], "t".into(), None)
+            .is_err());
+        assert_eq!(store.last_sequence("s").unwrap(), 2);
+        assert_eq!(store.read("s", 0, 10).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn appends_wait_when_the_writer_falls_behind() {
+        let db = Arc::new(FakeDb::default());
+        let options = StoreOptions {
+            tail_events: 8,
+            max_pending_events: 16,
+            ..StoreOptions::default()
+        };
+        let store = store(&db, options);
+        store.create(&record("s")).unwrap();
+        for _ in 0..200 {
+            store.append("s", &mut drafts(7), "t".into(), None).unwrap();
+            let pending =
+                store.log("s").unwrap().tail().last() as usize - db.events.lock().unwrap().len();
+            // At most the queue's cap plus the batch being committed.
+            assert!(pending <= 16 + 7, "{pending} pending");
+        }
+        store.flush().unwrap();
+        assert_eq!(db.events.lock().unwrap().len(), 1400);
+    }
+}

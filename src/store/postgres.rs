@@ -1,0 +1,513 @@
+//! The shared durable store: the same tables as SQLite in a Postgres database
+//! (`--store postgres://USER@HOST/DB`), so many daemons (one per sandbox) keep their sessions
+//! in one place that outlives the sandboxes and can be queried centrally.
+//!
+//! Session ids are the key: daemons sharing a database must use ids that are unique across
+//! all of them (the daemon's generated ids are UUIDs; a client-chosen id already used by
+//! another daemon is refused as taken). `load_sessions` returns every session in the
+//! database, whichever daemon wrote it.
+//!
+//! The sync `postgres` client blocks on a runtime of its own and must not run on an async
+//! runtime's thread, so every database call runs on threads this store owns: the writer
+//! thread ([`super::writer`]) and a small pool of reader threads that callers hand their
+//! queries to. Connections are plain TCP (no TLS): use a loopback or private network.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use postgres::{Client, NoTls, Statement};
+
+use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
+use super::row::{decode_event, decode_settings, running_process, to_u64, EventRow, RecordInts};
+use super::writer::{BatchWriter, Write};
+use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
+
+/// The schema version this build writes (table `codebuffd_schema`).
+const SCHEMA_VERSION: i32 = 1;
+/// Reader threads (each with its own connection).
+const READERS: usize = 2;
+/// How long connecting may take unless the URL says otherwise.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The advisory lock that serializes schema creation between daemons starting together.
+const SCHEMA_LOCK: i64 = 0x636f_6465_6275_6666; // "codebuff"
+
+const SCHEMA_V1: &str = "
+CREATE TABLE sessions (
+    session_id          TEXT PRIMARY KEY,
+    agent               TEXT NOT NULL,
+    created_at          BIGINT NOT NULL,
+    updated_at          BIGINT NOT NULL,
+    settings            JSON NOT NULL,
+    native_session_id   TEXT,
+    status              TEXT NOT NULL,
+    ended               BOOLEAN NOT NULL,
+    end_reason          TEXT,
+    end_message         TEXT,
+    cost_credits        DOUBLE PRECISION NOT NULL,
+    turns               BIGINT NOT NULL,
+    event_count         BIGINT NOT NULL,
+    next_item           BIGINT NOT NULL,
+    running_pid         BIGINT,
+    running_pgid        BIGINT,
+    running_start_ticks BIGINT
+);
+CREATE INDEX sessions_by_age ON sessions (created_at, session_id);
+CREATE TABLE events (
+    session_id  TEXT NOT NULL,
+    sequence    BIGINT NOT NULL,
+    type        TEXT NOT NULL,
+    event       JSON NOT NULL,
+    raw         JSON,
+    raw_is_text BOOLEAN NOT NULL DEFAULT FALSE,
+    PRIMARY KEY (session_id, sequence)
+);
+";
+
+const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, agent, created_at, updated_at, \
+    settings, native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
+    event_count, next_item, running_pid, running_pgid, running_start_ticks) VALUES \
+    ($1, $2, $3, $4, $5::text::json, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+    ON CONFLICT (session_id) DO NOTHING";
+
+const UPDATE_SESSION: &str = "UPDATE sessions SET agent = $2, created_at = $3, updated_at = $4, \
+    settings = $5::text::json, native_session_id = $6, status = $7, ended = $8, end_reason = $9, \
+    end_message = $10, cost_credits = $11, turns = $12, event_count = $13, next_item = $14, \
+    running_pid = $15, running_pgid = $16, running_start_ticks = $17 WHERE session_id = $1";
+
+const INSERT_EVENTS: &str = "INSERT INTO events (session_id, sequence, type, event, raw, \
+    raw_is_text) SELECT s, q, t, e::json, r::json, x FROM \
+    UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bool[]) \
+    AS u(s, q, t, e, r, x)";
+
+const SELECT_EVENTS: &str = "SELECT event::text, raw::text, raw_is_text FROM events \
+    WHERE session_id = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence";
+
+const SELECT_TIP: &str = "SELECT (SELECT max(sequence) FROM events WHERE session_id = $1) \
+    FROM sessions WHERE session_id = $1";
+
+const SELECT_SESSIONS: &str = "SELECT session_id, agent, created_at, updated_at, \
+    settings::text, native_session_id, status, ended, end_reason, end_message, cost_credits, \
+    turns, event_count, next_item, running_pid, running_pgid, running_start_ticks \
+    FROM sessions ORDER BY created_at, session_id";
+
+/// The Postgres event store.
+pub struct PostgresStore(BatchedStore);
+
+delegate_event_store!(PostgresStore);
+
+impl PostgresStore {
+    /// Connects to the database at `url` (creating the schema if it has none).
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, StoreOptions::default())
+    }
+
+    /// Connects to the database at `url` with explicit tuning.
+    pub fn open_with(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        let target = redact_spec(url);
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Backend(format!("invalid Postgres URL `{target}`: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("codebuffd");
+        }
+        let mut conn = PgConn::new(config.clone(), target.clone());
+        // Connect and migrate on a thread of our own: the caller may be on a runtime thread.
+        let conn = std::thread::scope(|s| {
+            s.spawn(|| {
+                migrate(conn.client()?).map_err(|e| {
+                    StoreError::Backend(format!(
+                        "cannot set up the Postgres database {target}: {e}"
+                    ))
+                })?;
+                Ok::<_, StoreError>(conn)
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(StoreError::Backend(
+                    "connecting to Postgres failed unexpectedly".into(),
+                ))
+            })
+        })?;
+        let readers = PgReaders::start(&config, &target)?;
+        let store = BatchedStore::start(
+            "codebuffd-postgres-writer",
+            Box::new(readers),
+            Box::new(PgWriter { conn }),
+            options,
+        )?;
+        Ok(PostgresStore(store))
+    }
+}
+
+/// A postgres error with the server's message when it sent one.
+fn pg_error(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+fn backend(e: postgres::Error) -> StoreError {
+    StoreError::Backend(format!("Postgres: {}", pg_error(&e)))
+}
+
+/// Creates the schema in an empty database, or checks an existing one's version.
+fn migrate(client: &mut Client) -> Result<(), String> {
+    let mut tx = client.transaction().map_err(|e| pg_error(&e))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .map_err(|e| pg_error(&e))?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS codebuffd_schema (version INTEGER NOT NULL)")
+        .map_err(|e| pg_error(&e))?;
+    let version: Option<i32> = tx
+        .query_one("SELECT max(version) FROM codebuffd_schema", &[])
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| pg_error(&e))?;
+    match version {
+        None => {
+            tx.batch_execute(SCHEMA_V1).map_err(|e| pg_error(&e))?;
+            tx.execute(
+                "INSERT INTO codebuffd_schema (version) VALUES ($1)",
+                &[&SCHEMA_VERSION],
+            )
+            .map_err(|e| pg_error(&e))?;
+        }
+        Some(SCHEMA_VERSION) => {}
+        Some(newer) => {
+            return Err(format!(
+            "its schema version {newer} is newer than this codebuffd supports ({SCHEMA_VERSION})"
+        ))
+        }
+    }
+    tx.commit().map_err(|e| pg_error(&e))
+}
+
+/// A connection that reconnects when it finds itself closed, with its prepared statements.
+struct PgConn {
+    config: postgres::Config,
+    target: String,
+    client: Option<Client>,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl PgConn {
+    fn new(config: postgres::Config, target: String) -> Self {
+        PgConn {
+            config,
+            target,
+            client: None,
+            statements: HashMap::new(),
+        }
+    }
+
+    /// The open client, connecting first if there is none or it was closed.
+    fn client(&mut self) -> Result<&mut Client, StoreError> {
+        if self.client.as_ref().map_or(true, Client::is_closed) {
+            self.client = None;
+            self.statements.clear();
+            let client = self.config.connect(NoTls).map_err(|e| {
+                StoreError::Backend(format!(
+                    "cannot connect to Postgres at {}: {}",
+                    self.target,
+                    pg_error(&e)
+                ))
+            })?;
+            self.client = Some(client);
+        }
+        self.client
+            .as_mut()
+            .ok_or_else(|| StoreError::Backend("no Postgres connection".into()))
+    }
+
+    /// A statement prepared once per connection.
+    fn prepared(&mut self, sql: &'static str) -> Result<(&mut Client, Statement), StoreError> {
+        self.client()?;
+        let client = self
+            .client
+            .as_mut()
+            .ok_or_else(|| StoreError::Backend("no Postgres connection".into()))?;
+        let statement = match self.statements.get(sql) {
+            Some(statement) => statement.clone(),
+            None => {
+                let statement = client.prepare(sql).map_err(backend)?;
+                self.statements.insert(sql, statement.clone());
+                statement
+            }
+        };
+        Ok((client, statement))
+    }
+}
+
+/// Postgres rejects NUL in text: such characters (only ever in agent-provided messages) are
+/// replaced.
+fn text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        s.replace('\0', "\u{fffd}").into()
+    } else {
+        s.into()
+    }
+}
+
+fn opt_text(s: &Option<String>) -> Option<std::borrow::Cow<'_, str>> {
+    s.as_deref().map(text)
+}
+
+/// The write connection, owned by the writer thread.
+struct PgWriter {
+    conn: PgConn,
+}
+
+impl PgWriter {
+    fn commit_once(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
+        let (_, insert_session) = self.conn.prepared(INSERT_SESSION)?;
+        let (_, update_session) = self.conn.prepared(UPDATE_SESSION)?;
+        let (client, insert_events) = self.conn.prepared(INSERT_EVENTS)?;
+        let mut tx = client.transaction().map_err(backend)?;
+        let mut flags = Vec::with_capacity(batch.len());
+        let mut rows = EventColumns::default();
+        for write in batch {
+            let flag = match write {
+                Write::Create(record) => execute_record(&mut tx, &insert_session, record)? == 1,
+                Write::Put(record) => {
+                    execute_record(&mut tx, &update_session, record)?;
+                    true
+                }
+                Write::Events(events) => {
+                    for stored in events.iter() {
+                        rows.push(stored)?;
+                    }
+                    true
+                }
+            };
+            flags.push(flag);
+        }
+        if !rows.sequence.is_empty() {
+            tx.execute(
+                &insert_events,
+                &[
+                    &rows.session_id,
+                    &rows.sequence,
+                    &rows.event_type,
+                    &rows.event,
+                    &rows.raw,
+                    &rows.raw_is_text,
+                ],
+            )
+            .map_err(backend)?;
+        }
+        tx.commit().map_err(backend)?;
+        Ok(flags)
+    }
+}
+
+impl BatchWriter for PgWriter {
+    fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
+        self.commit_once(batch)
+    }
+}
+
+/// A batch's events as column arrays, inserted with one `UNNEST`.
+#[derive(Default)]
+struct EventColumns {
+    session_id: Vec<String>,
+    sequence: Vec<i64>,
+    event_type: Vec<&'static str>,
+    event: Vec<String>,
+    raw: Vec<Option<String>>,
+    raw_is_text: Vec<bool>,
+}
+
+impl EventColumns {
+    fn push(&mut self, stored: &StoredEvent) -> Result<(), StoreError> {
+        let row = EventRow::new(stored)?;
+        self.session_id
+            .push(text(&stored.event.session_id).into_owned());
+        self.sequence.push(row.sequence);
+        self.event_type.push(row.event_type);
+        self.event.push(row.json.to_owned());
+        self.raw.push(row.raw.map(|r| r.into_owned()));
+        self.raw_is_text.push(row.raw_is_text);
+        Ok(())
+    }
+}
+
+fn execute_record(
+    tx: &mut postgres::Transaction<'_>,
+    statement: &Statement,
+    record: &SessionRecord,
+) -> Result<u64, StoreError> {
+    let ints = RecordInts::new(record)?;
+    let settings = record.settings.to_string();
+    tx.execute(
+        statement,
+        &[
+            &text(&record.session_id),
+            &text(&record.agent),
+            &ints.created_at,
+            &ints.updated_at,
+            &settings,
+            &opt_text(&record.native_session_id),
+            &text(&record.status),
+            &record.ended,
+            &opt_text(&record.end_reason),
+            &opt_text(&record.end_message),
+            &record.cost_credits,
+            &ints.turns,
+            &ints.event_count,
+            &ints.next_item,
+            &ints.running_pid,
+            &ints.running_pgid,
+            &ints.running_start_ticks,
+        ],
+    )
+    .map_err(backend)
+}
+
+type Job = Box<dyn FnOnce(&mut PgConn) + Send>;
+
+/// Reader threads, each with its own connection, taking queries from one queue.
+struct PgReaders {
+    jobs: Option<Sender<Job>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl PgReaders {
+    fn start(config: &postgres::Config, target: &str) -> Result<Self, StoreError> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        let mut threads = Vec::with_capacity(READERS);
+        for n in 0..READERS {
+            let mut conn = PgConn::new(config.clone(), target.to_owned());
+            let queue = queue.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("codebuffd-postgres-reader-{n}"))
+                .spawn(move || serve(&queue, &mut conn))
+                .map_err(|e| StoreError::Backend(format!("cannot start a Postgres reader: {e}")))?;
+            threads.push(thread);
+        }
+        Ok(PgReaders {
+            jobs: Some(jobs),
+            threads,
+        })
+    }
+
+    /// Runs `query` on a reader thread and waits for its answer.
+    fn call<T: Send + 'static>(
+        &self,
+        query: impl FnOnce(&mut PgConn) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let stopped = || StoreError::Backend("the Postgres readers have stopped".into());
+        let (done, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |conn| {
+            let _ = done.send(query(conn));
+        });
+        self.jobs
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(job)
+            .map_err(|_| stopped())?;
+        answer.recv().map_err(|_| stopped())?
+    }
+}
+
+fn serve(queue: &Mutex<Receiver<Job>>, conn: &mut PgConn) {
+    loop {
+        let job = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        match job {
+            Ok(job) => job(conn),
+            Err(_) => return,
+        }
+    }
+}
+
+impl Drop for PgReaders {
+    fn drop(&mut self) {
+        self.jobs = None;
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl StoreReader for PgReaders {
+    fn read_events(
+        &self,
+        session_id: &str,
+        after: u64,
+        upto: u64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let session_id = session_id.to_owned();
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let upto = i64::try_from(upto).unwrap_or(i64::MAX);
+        self.call(move |conn| {
+            let (client, select) = conn.prepared(SELECT_EVENTS)?;
+            let rows = client
+                .query(&select, &[&session_id, &after, &upto])
+                .map_err(backend)?;
+            rows.into_iter()
+                .map(|row| {
+                    let json: String = row.try_get(0).map_err(backend)?;
+                    let raw: Option<String> = row.try_get(1).map_err(backend)?;
+                    let raw_is_text: bool = row.try_get(2).map_err(backend)?;
+                    decode_event(json, raw, raw_is_text)
+                })
+                .collect()
+        })
+    }
+
+    fn session_tip(&self, session_id: &str) -> Result<Option<u64>, StoreError> {
+        let session_id = session_id.to_owned();
+        self.call(move |conn| {
+            let (client, select) = conn.prepared(SELECT_TIP)?;
+            let row = client.query_opt(&select, &[&session_id]).map_err(backend)?;
+            match row {
+                None => Ok(None),
+                Some(row) => {
+                    let last: Option<i64> = row.try_get(0).map_err(backend)?;
+                    to_u64(last.unwrap_or(0), "sequence").map(Some)
+                }
+            }
+        })
+    }
+
+    fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.call(|conn| {
+            let (client, select) = conn.prepared(SELECT_SESSIONS)?;
+            let rows = client.query(&select, &[]).map_err(backend)?;
+            rows.iter().map(record_from_row).collect()
+        })
+    }
+}
+
+fn record_from_row(r: &postgres::Row) -> Result<SessionRecord, StoreError> {
+    let settings: String = r.try_get(4).map_err(backend)?;
+    Ok(SessionRecord {
+        session_id: r.try_get(0).map_err(backend)?,
+        agent: r.try_get(1).map_err(backend)?,
+        created_at: to_u64(r.try_get(2).map_err(backend)?, "created_at")?,
+        updated_at: to_u64(r.try_get(3).map_err(backend)?, "updated_at")?,
+        settings: decode_settings(&settings)?,
+        native_session_id: r.try_get(5).map_err(backend)?,
+        status: r.try_get(6).map_err(backend)?,
+        ended: r.try_get(7).map_err(backend)?,
+        end_reason: r.try_get(8).map_err(backend)?,
+        end_message: r.try_get(9).map_err(backend)?,
+        cost_credits: r.try_get(10).map_err(backend)?,
+        turns: to_u64(r.try_get(11).map_err(backend)?, "turns")?,
+        event_count: to_u64(r.try_get(12).map_err(backend)?, "event_count")?,
+        next_item: to_u64(r.try_get(13).map_err(backend)?, "next_item")?,
+        running: running_process(
+            r.try_get(14).map_err(backend)?,
+            r.try_get(15).map_err(backend)?,
+            r.try_get(16).map_err(backend)?,
+        )?,
+    })
+}

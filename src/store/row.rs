@@ -1,0 +1,149 @@
+//! How an event and a session record become database columns and back: shared by the SQLite
+//! and Postgres stores so both hold exactly the same data.
+//!
+//! An event is stored as its compact JSON *without* `raw` (the text readers are served, kept
+//! byte for byte) plus the raw line in a column of its own: `raw` is always JSON (the agent's
+//! line verbatim, or a JSON string for a line that was not JSON) and `raw_is_text` says which.
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use super::{RunningProcess, SessionRecord, StoreError, StoredEvent};
+use crate::universal::{EventData, RawLine, UniversalEvent};
+
+/// An event's columns, borrowed from the stored event where possible.
+pub(crate) struct EventRow<'a> {
+    pub sequence: i64,
+    pub event_type: &'static str,
+    pub json: &'a str,
+    pub raw: Option<std::borrow::Cow<'a, str>>,
+    pub raw_is_text: bool,
+}
+
+impl<'a> EventRow<'a> {
+    /// The columns of a stored event.
+    pub fn new(stored: &'a StoredEvent) -> Result<Self, StoreError> {
+        let (raw, raw_is_text) = match stored.event.raw.as_deref() {
+            None => (None, false),
+            Some(RawLine::Json(json)) => (Some(json.get().into()), false),
+            Some(RawLine::Text(text)) => (Some(encode_string(text).into()), true),
+        };
+        Ok(EventRow {
+            sequence: to_i64(stored.event.sequence, "sequence")?,
+            event_type: stored.event.event_type(),
+            json: &stored.json,
+            raw,
+            raw_is_text,
+        })
+    }
+}
+
+/// Rebuilds a stored event from its columns.
+pub(crate) fn decode_event(
+    json: String,
+    raw: Option<String>,
+    raw_is_text: bool,
+) -> Result<StoredEvent, StoreError> {
+    let mut event: UniversalEvent = serde_json::from_str(&json)
+        .map_err(|e| StoreError::Backend(format!("a stored event is not valid: {e}")))?;
+    event.raw = match raw {
+        None => None,
+        Some(raw) if raw_is_text => {
+            let text: String = serde_json::from_str(&raw)
+                .map_err(|e| StoreError::Backend(format!("a stored raw line is not valid: {e}")))?;
+            Some(Arc::new(RawLine::Text(text)))
+        }
+        Some(raw) => {
+            let json = RawValue::from_string(raw)
+                .map_err(|e| StoreError::Backend(format!("a stored raw line is not valid: {e}")))?;
+            Some(Arc::new(RawLine::Json(json)))
+        }
+    };
+    Ok(StoredEvent { event, json })
+}
+
+/// True for the events that must be durable before any reader sees them.
+pub(crate) fn ends_something(event: &UniversalEvent) -> bool {
+    matches!(
+        event.data,
+        EventData::TurnEnded(_) | EventData::SessionEnded(_)
+    )
+}
+
+/// True for the event after which a session's log gets no more appends.
+pub(crate) fn ends_session(event: &UniversalEvent) -> bool {
+    matches!(event.data, EventData::SessionEnded(_))
+}
+
+fn encode_string(text: &str) -> String {
+    // Serializing a string cannot fail.
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// A u64 as a database integer (both databases have signed 64-bit integers).
+pub(crate) fn to_i64(value: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::Backend(format!("{what} {value} is too large")))
+}
+
+/// A database integer as a u64.
+pub(crate) fn to_u64(value: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(value)
+        .map_err(|_| StoreError::Backend(format!("stored {what} {value} is negative")))
+}
+
+/// A session record's integer columns, checked.
+pub(crate) struct RecordInts {
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub turns: i64,
+    pub event_count: i64,
+    pub next_item: i64,
+    pub running_pid: Option<i64>,
+    pub running_pgid: Option<i64>,
+    pub running_start_ticks: Option<i64>,
+}
+
+impl RecordInts {
+    /// Converts the record's counters and its running process.
+    pub fn new(r: &SessionRecord) -> Result<Self, StoreError> {
+        let running = r.running.as_ref();
+        Ok(RecordInts {
+            created_at: to_i64(r.created_at, "created_at")?,
+            updated_at: to_i64(r.updated_at, "updated_at")?,
+            turns: to_i64(r.turns, "turns")?,
+            event_count: to_i64(r.event_count, "event_count")?,
+            next_item: to_i64(r.next_item, "next_item")?,
+            running_pid: running.map(|p| i64::from(p.pid)),
+            running_pgid: running.map(|p| i64::from(p.pgid)),
+            running_start_ticks: running
+                .map(|p| to_i64(p.start_ticks, "start_ticks"))
+                .transpose()?,
+        })
+    }
+}
+
+/// The running process from its three nullable columns (all set, or none).
+pub(crate) fn running_process(
+    pid: Option<i64>,
+    pgid: Option<i64>,
+    start_ticks: Option<i64>,
+) -> Result<Option<RunningProcess>, StoreError> {
+    let (Some(pid), Some(pgid), Some(start_ticks)) = (pid, pgid, start_ticks) else {
+        return Ok(None);
+    };
+    let id = |v: i64, what: &str| {
+        u32::try_from(v).map_err(|_| StoreError::Backend(format!("stored {what} {v} is invalid")))
+    };
+    Ok(Some(RunningProcess {
+        pid: id(pid, "pid")?,
+        pgid: id(pgid, "pgid")?,
+        start_ticks: to_u64(start_ticks, "start_ticks")?,
+    }))
+}
+
+/// The settings column as JSON.
+pub(crate) fn decode_settings(text: &str) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Backend(format!("stored session settings are not valid: {e}")))
+}

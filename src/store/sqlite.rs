@@ -1,0 +1,414 @@
+//! The default durable store: one SQLite database file in WAL mode (`--store sqlite://PATH`,
+//! or `<data-dir>/codebuffd.db`).
+//!
+//! A writer thread owns the one write connection and commits in batches ([`super::writer`]);
+//! reads use a small pool of read connections on the caller's thread (WAL lets them run
+//! beside the writer). `synchronous=FULL`: every commit syncs the WAL, so a committed batch —
+//! in particular one holding `turn.ended` — survives a power loss, not only a crash of the
+//! daemon. Batching makes that one sync per batch, not per event.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
+use super::row::{decode_event, decode_settings, running_process, to_u64, EventRow, RecordInts};
+use super::writer::{BatchWriter, Write};
+use super::{SessionRecord, StoreError, StoredEvent};
+
+/// The schema version this build writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 1;
+/// Read connections kept open between reads.
+const IDLE_READERS: usize = 4;
+/// How long a connection waits for a lock held by another connection.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+const SCHEMA_V1: &str = "
+CREATE TABLE sessions (
+    session_id          TEXT PRIMARY KEY NOT NULL,
+    agent               TEXT NOT NULL,
+    created_at          INTEGER NOT NULL,
+    updated_at          INTEGER NOT NULL,
+    settings            TEXT NOT NULL,
+    native_session_id   TEXT,
+    status              TEXT NOT NULL,
+    ended               INTEGER NOT NULL,
+    end_reason          TEXT,
+    end_message         TEXT,
+    cost_credits        REAL NOT NULL,
+    turns               INTEGER NOT NULL,
+    event_count         INTEGER NOT NULL,
+    next_item           INTEGER NOT NULL,
+    running_pid         INTEGER,
+    running_pgid        INTEGER,
+    running_start_ticks INTEGER
+);
+CREATE INDEX sessions_by_age ON sessions (created_at, session_id);
+CREATE TABLE events (
+    session_id  TEXT NOT NULL,
+    sequence    INTEGER NOT NULL,
+    type        TEXT NOT NULL,
+    event       TEXT NOT NULL,
+    raw         TEXT,
+    raw_is_text INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, sequence)
+);
+";
+
+const RECORD_COLUMNS: &str = "session_id, agent, created_at, updated_at, settings, \
+    native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
+    event_count, next_item, running_pid, running_pgid, running_start_ticks";
+
+/// The SQLite event store.
+pub struct SqliteStore(BatchedStore);
+
+delegate_event_store!(SqliteStore);
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path`.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, StoreOptions::default())
+    }
+
+    /// Opens the database at `path` with explicit tuning.
+    pub fn open_with(path: &Path, options: StoreOptions) -> Result<Self, StoreError> {
+        let writer = open_writer(path)?;
+        let reader = SqliteReader {
+            path: path.to_owned(),
+            idle: Mutex::new(vec![open_reader(path)?]),
+        };
+        let store = BatchedStore::start(
+            "codebuffd-sqlite-writer",
+            Box::new(reader),
+            Box::new(SqliteWriter { conn: writer }),
+            options,
+        )?;
+        Ok(SqliteStore(store))
+    }
+}
+
+fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!(
+        "cannot open the SQLite database {}: {e}",
+        path.display()
+    ))
+}
+
+fn sql_error(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(format!("SQLite: {e}"))
+}
+
+/// Opens the write connection: WAL, full sync, schema created or checked.
+fn open_writer(path: &Path) -> Result<Connection, StoreError> {
+    if path.is_dir() {
+        return Err(open_error(path, "it is a directory"));
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| open_error(path, e))?;
+    }
+    // Transcripts may quote secrets: a new database is readable by its owner only (SQLite
+    // gives its -wal and -shm files the same permissions).
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(open_error(path, e)),
+        }
+    }
+    let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| open_error(path, e))?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .map_err(|e| open_error(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(open_error(
+            path,
+            format!("cannot use WAL mode (journal mode is {mode})"),
+        ));
+    }
+    conn.execute_batch("PRAGMA synchronous=FULL;")
+        .map_err(|e| open_error(path, e))?;
+    migrate(&conn).map_err(|e| open_error(path, e))?;
+    Ok(conn)
+}
+
+/// Creates the schema in a new database, or checks an existing one's version.
+fn migrate(conn: &Connection) -> Result<(), String> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    match version {
+        0 => {
+            let has_tables: bool = conn
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name IN ('sessions', 'events'))",
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(|e| e.to_string())?;
+            if has_tables {
+                return Err(
+                    "it holds tables named sessions/events that codebuffd did not create".into(),
+                );
+            }
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {SCHEMA_V1} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            ))
+            .map_err(|e| {
+                let _ = conn.execute_batch("ROLLBACK");
+                e.to_string()
+            })
+        }
+        SCHEMA_VERSION => Ok(()),
+        newer => Err(format!(
+            "its schema version {newer} is newer than this codebuffd supports ({SCHEMA_VERSION})"
+        )),
+    }
+}
+
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| open_error(path, e))?;
+    conn.execute_batch("PRAGMA query_only=ON; PRAGMA cache_size=-1024;")
+        .map_err(|e| open_error(path, e))?;
+    Ok(conn)
+}
+
+/// The write connection, owned by the writer thread.
+struct SqliteWriter {
+    conn: Connection,
+}
+
+impl BatchWriter for SqliteWriter {
+    fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql_error)?;
+        let mut flags = Vec::with_capacity(batch.len());
+        for write in batch {
+            let flag = match write {
+                Write::Create(record) => {
+                    let mut insert = tx
+                        .prepare_cached(&format!(
+                            "INSERT INTO sessions ({RECORD_COLUMNS}) VALUES \
+                             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                             ON CONFLICT (session_id) DO NOTHING"
+                        ))
+                        .map_err(sql_error)?;
+                    execute_record(&mut insert, record)? == 1
+                }
+                Write::Put(record) => {
+                    let mut update = tx
+                        .prepare_cached(
+                            "UPDATE sessions SET agent = ?2, created_at = ?3, updated_at = ?4, \
+                             settings = ?5, native_session_id = ?6, status = ?7, ended = ?8, \
+                             end_reason = ?9, end_message = ?10, cost_credits = ?11, turns = ?12, \
+                             event_count = ?13, next_item = ?14, running_pid = ?15, \
+                             running_pgid = ?16, running_start_ticks = ?17 WHERE session_id = ?1",
+                        )
+                        .map_err(sql_error)?;
+                    execute_record(&mut update, record)?;
+                    true
+                }
+                Write::Events(events) => {
+                    let mut insert = tx
+                        .prepare_cached(
+                            "INSERT INTO events (session_id, sequence, type, event, raw, raw_is_text) \
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        )
+                        .map_err(sql_error)?;
+                    for stored in events.iter() {
+                        let row = EventRow::new(stored)?;
+                        insert
+                            .execute(params![
+                                &*stored.event.session_id,
+                                row.sequence,
+                                row.event_type,
+                                row.json,
+                                row.raw.as_deref(),
+                                row.raw_is_text,
+                            ])
+                            .map_err(sql_error)?;
+                    }
+                    true
+                }
+            };
+            flags.push(flag);
+        }
+        tx.commit().map_err(sql_error)?;
+        Ok(flags)
+    }
+}
+
+/// Runs an insert or update of a session record whose parameters are the record's columns
+/// in `RECORD_COLUMNS` order.
+fn execute_record(
+    statement: &mut rusqlite::CachedStatement<'_>,
+    record: &SessionRecord,
+) -> Result<usize, StoreError> {
+    let ints = RecordInts::new(record)?;
+    let settings = record.settings.to_string();
+    statement
+        .execute(params![
+            record.session_id,
+            record.agent,
+            ints.created_at,
+            ints.updated_at,
+            settings,
+            record.native_session_id,
+            record.status,
+            record.ended,
+            record.end_reason,
+            record.end_message,
+            record.cost_credits,
+            ints.turns,
+            ints.event_count,
+            ints.next_item,
+            ints.running_pid,
+            ints.running_pgid,
+            ints.running_start_ticks,
+        ])
+        .map_err(sql_error)
+}
+
+/// Read connections, opened as needed and kept for reuse.
+struct SqliteReader {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl SqliteReader {
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => open_reader(&self.path)?,
+        };
+        let result = f(&conn);
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        }
+        result
+    }
+}
+
+impl StoreReader for SqliteReader {
+    fn read_events(
+        &self,
+        session_id: &str,
+        after: u64,
+        upto: u64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let upto = i64::try_from(upto).unwrap_or(i64::MAX);
+        self.with_conn(|conn| {
+            let mut select = conn
+                .prepare_cached(
+                    "SELECT event, raw, raw_is_text FROM events \
+                     WHERE session_id = ?1 AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence",
+                )
+                .map_err(sql_error)?;
+            let rows = select
+                .query_map(params![session_id, after, upto], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, bool>(2)?,
+                    ))
+                })
+                .map_err(sql_error)?;
+            let mut events = Vec::new();
+            for row in rows {
+                let (json, raw, raw_is_text) = row.map_err(sql_error)?;
+                events.push(decode_event(json, raw, raw_is_text)?);
+            }
+            Ok(events)
+        })
+    }
+
+    fn session_tip(&self, session_id: &str) -> Result<Option<u64>, StoreError> {
+        self.with_conn(|conn| {
+            let tip: Option<Option<i64>> = conn
+                .prepare_cached(
+                    "SELECT (SELECT MAX(sequence) FROM events WHERE session_id = ?1) \
+                     FROM sessions WHERE session_id = ?1",
+                )
+                .and_then(|mut s| s.query_row([session_id], |r| r.get(0)).optional())
+                .map_err(sql_error)?;
+            tip.map(|last| to_u64(last.unwrap_or(0), "sequence"))
+                .transpose()
+        })
+    }
+
+    fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.with_conn(|conn| {
+            let mut select = conn
+                .prepare(&format!(
+                    "SELECT {RECORD_COLUMNS} FROM sessions ORDER BY created_at, session_id"
+                ))
+                .map_err(sql_error)?;
+            let mut rows = select.query([]).map_err(sql_error)?;
+            let mut records = Vec::new();
+            while let Some(r) = rows.next().map_err(sql_error)? {
+                records.push(record_from_row(r).map_err(|e| match e {
+                    RowError::Sql(e) => sql_error(e),
+                    RowError::Store(e) => e,
+                })?);
+            }
+            Ok(records)
+        })
+    }
+}
+
+enum RowError {
+    Sql(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl From<rusqlite::Error> for RowError {
+    fn from(e: rusqlite::Error) -> Self {
+        RowError::Sql(e)
+    }
+}
+
+impl From<StoreError> for RowError {
+    fn from(e: StoreError) -> Self {
+        RowError::Store(e)
+    }
+}
+
+fn record_from_row(r: &rusqlite::Row<'_>) -> Result<SessionRecord, RowError> {
+    let settings: String = r.get(4)?;
+    Ok(SessionRecord {
+        session_id: r.get(0)?,
+        agent: r.get(1)?,
+        created_at: to_u64(r.get(2)?, "created_at")?,
+        updated_at: to_u64(r.get(3)?, "updated_at")?,
+        settings: decode_settings(&settings)?,
+        native_session_id: r.get(5)?,
+        status: r.get(6)?,
+        ended: r.get(7)?,
+        end_reason: r.get(8)?,
+        end_message: r.get(9)?,
+        cost_credits: r.get(10)?,
+        turns: to_u64(r.get(11)?, "turns")?,
+        event_count: to_u64(r.get(12)?, "event_count")?,
+        next_item: to_u64(r.get(13)?, "next_item")?,
+        running: running_process(r.get(14)?, r.get(15)?, r.get(16)?)?,
+    })
+}

@@ -1,0 +1,147 @@
+//! One session's log as a durable store holds it in memory: a small tail of recent events (so
+//! live readers never touch the database) and two watermarks.
+//!
+//! * `committed`: the last sequence the writer has made durable. Only committed events may
+//!   leave the tail, so everything before the tail is in the database.
+//! * `visible`: the last sequence readers may see (`read`, `last_sequence`, `subscribe`).
+//!   It runs ahead of `committed` for ordinary events (unless the store shows events only
+//!   once committed), but never past an uncommitted `turn.ended` or `session.ended` (see
+//!   [`super::batched`]).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::watch;
+
+use super::StoredEvent;
+
+/// A session's tail and watermarks.
+pub(crate) struct SessionLog {
+    pub session_id: Arc<str>,
+    tail: Mutex<Tail>,
+    visible: watch::Sender<u64>,
+    /// The writer raises `visible` as it commits (see `StoreOptions::visible_after_commit`).
+    visible_on_commit: bool,
+    /// Held for a whole append, so a later append cannot become visible before an earlier
+    /// one that waits for its commit.
+    appending: Mutex<()>,
+}
+
+/// Recent events, contiguous, ending at `last`.
+pub(crate) struct Tail {
+    events: VecDeque<Arc<StoredEvent>>,
+    last: u64,
+    committed: u64,
+    capacity: usize,
+    /// `session.ended` was appended: nothing more will be, so keep nothing once committed.
+    closed: bool,
+}
+
+impl SessionLog {
+    /// A log whose events up to `last` are all in the database.
+    pub fn new(session_id: &str, last: u64, capacity: usize, visible_on_commit: bool) -> Self {
+        let (visible, _) = watch::channel(last);
+        SessionLog {
+            session_id: session_id.into(),
+            tail: Mutex::new(Tail {
+                events: VecDeque::new(),
+                last,
+                committed: last,
+                capacity,
+                closed: false,
+            }),
+            visible,
+            visible_on_commit,
+            appending: Mutex::new(()),
+        }
+    }
+
+    /// The tail, locked (hold it briefly: never across database I/O).
+    pub fn tail(&self) -> MutexGuard<'_, Tail> {
+        self.tail.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Serializes appends to this session.
+    pub fn appending(&self) -> MutexGuard<'_, ()> {
+        self.appending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The last sequence readers may see.
+    pub fn visible(&self) -> u64 {
+        *self.visible.borrow()
+    }
+
+    /// Lets readers see everything up to `last` and wakes subscribers.
+    pub fn show_up_to(&self, last: u64) {
+        self.visible.send_if_modified(|v| {
+            if last > *v {
+                *v = last;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// A receiver of the visible watermark.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.visible.subscribe()
+    }
+
+    /// Records that the writer made everything up to `sequence` durable, and trims the tail.
+    pub fn committed(&self, sequence: u64) {
+        {
+            let mut tail = self.tail();
+            tail.committed = tail.committed.max(sequence);
+            tail.evict();
+        }
+        if self.visible_on_commit {
+            self.show_up_to(sequence);
+        }
+    }
+}
+
+impl Tail {
+    /// The sequence of the first event held (`last + 1` when none is).
+    pub fn first(&self) -> u64 {
+        self.last + 1 - self.events.len() as u64
+    }
+
+    /// The last appended sequence (visible or not).
+    pub fn last(&self) -> u64 {
+        self.last
+    }
+
+    /// Appends events that follow `last` densely.
+    pub fn push(&mut self, events: &[Arc<StoredEvent>], closes: bool) {
+        for event in events {
+            debug_assert_eq!(event.event.sequence, self.last + 1);
+            self.last = event.event.sequence;
+            self.events.push_back(event.clone());
+        }
+        self.closed |= closes;
+        self.evict();
+    }
+
+    /// Up to `count` events from `from` on (`from >= first()`).
+    pub fn copy_from(&self, from: u64, count: usize, out: &mut Vec<Arc<StoredEvent>>) {
+        let start = (from - self.first()) as usize;
+        let end = start.saturating_add(count).min(self.events.len());
+        if start < end {
+            out.extend(self.events.range(start..end).cloned());
+        }
+    }
+
+    /// Drops committed events beyond the capacity (all committed ones once closed).
+    fn evict(&mut self) {
+        let keep = if self.closed { 0 } else { self.capacity };
+        while self.events.len() > keep {
+            match self.events.front() {
+                Some(e) if e.event.sequence <= self.committed => {
+                    self.events.pop_front();
+                }
+                _ => break,
+            }
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The writer thread of a durable store: it owns the write connection and commits whatever is
+//! queued as one transaction, so appends never wait for a sync per event.
+//!
+//! Operations are committed in the order they were queued, and a batch is committed whole or
+//! not at all, so the database always holds a prefix of the history of writes. A batch that
+//! still fails after retrying puts the store in a failed state: nothing more is written (which
+//! would leave a hole), and every later write reports the failure.
+
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::tail::SessionLog;
+use super::{SessionRecord, StoreError, StoredEvent};
+
+/// The most operations one transaction takes.
+const MAX_BATCH_OPS: usize = 1024;
+/// The most events one transaction takes.
+const MAX_BATCH_EVENTS: usize = 4096;
+/// Pauses before retrying a failed batch (about 7 s in all), then the store fails.
+#[cfg(not(test))]
+const RETRY_DELAYS_MS: &[u64] = &[50, 200, 1000, 2000, 4000];
+#[cfg(test)]
+const RETRY_DELAYS_MS: &[u64] = &[1, 1];
+
+/// One write of a batch, as the database sees it.
+pub(crate) enum Write<'a> {
+    /// Insert a session record unless the id is taken.
+    Create(&'a SessionRecord),
+    /// Replace a session record.
+    Put(&'a SessionRecord),
+    /// Insert events of one session.
+    Events(&'a [Arc<StoredEvent>]),
+}
+
+/// The database side of the writer thread.
+pub(crate) trait BatchWriter: Send + 'static {
+    /// Commits the writes in one transaction (all or nothing). Returns one flag per write:
+    /// false for a `Create` whose id was taken (that write did nothing), true otherwise.
+    fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError>;
+}
+
+/// Where the result of an operation is sent once its batch is committed.
+pub(crate) type Reply<T> = SyncSender<Result<T, StoreError>>;
+
+/// What the store asks of the writer thread.
+pub(crate) enum Op {
+    Create {
+        record: SessionRecord,
+        done: Reply<bool>,
+    },
+    Put {
+        record: SessionRecord,
+    },
+    Events {
+        log: Arc<SessionLog>,
+        events: Vec<Arc<StoredEvent>>,
+        done: Option<Reply<()>>,
+    },
+    Flush {
+        done: Reply<()>,
+    },
+}
+
+impl Op {
+    fn event_count(&self) -> usize {
+        match self {
+            Op::Events { events, .. } => events.len(),
+            _ => 0,
+        }
+    }
+
+    fn write(&self) -> Option<Write<'_>> {
+        match self {
+            Op::Create { record, .. } => Some(Write::Create(record)),
+            Op::Put { record } => Some(Write::Put(record)),
+            Op::Events { events, .. } => Some(Write::Events(events)),
+            Op::Flush { .. } => None,
+        }
+    }
+
+    /// Reports the outcome of the op's batch; `created` is the op's flag on success.
+    fn complete(self, outcome: Result<bool, &StoreError>) {
+        let error = |e: &StoreError| StoreError::Backend(e.to_string());
+        match self {
+            Op::Create { done, .. } => {
+                let _ = done.send(outcome.map_err(error));
+            }
+            Op::Put { .. } => {}
+            Op::Events { log, events, done } => {
+                if outcome.is_ok() {
+                    if let Some(last) = events.last() {
+                        log.committed(last.event.sequence);
+                    }
+                }
+                if let Some(done) = done {
+                    let _ = done.send(outcome.map(|_| ()).map_err(error));
+                }
+            }
+            Op::Flush { done } => {
+                let _ = done.send(outcome.map(|_| ()).map_err(error));
+            }
+        }
+    }
+}
+
+/// State shared by the store and its writer thread.
+struct Shared {
+    /// Events queued and not yet committed (or failed).
+    pending: Mutex<usize>,
+    drained: Condvar,
+    /// Why the store can no longer write, once it cannot.
+    failure: Mutex<Option<String>>,
+    max_pending: usize,
+}
+
+impl Shared {
+    fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn release(&self, events: usize) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        *pending = pending.saturating_sub(events);
+        self.drained.notify_all();
+    }
+}
+
+/// The store's handle on its writer thread; dropping it commits what is queued and joins.
+pub(crate) struct Writer {
+    tx: Option<Sender<Op>>,
+    thread: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl Writer {
+    /// Starts the writer thread around a write connection.
+    pub fn spawn(
+        name: &str,
+        backend: Box<dyn BatchWriter>,
+        max_pending: usize,
+    ) -> Result<Self, StoreError> {
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(0),
+            drained: Condvar::new(),
+            failure: Mutex::new(None),
+            max_pending: max_pending.max(1),
+        });
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn({
+                let shared = shared.clone();
+                move || run(backend, rx, &shared)
+            })
+            .map_err(|e| StoreError::Backend(format!("cannot start the store's writer: {e}")))?;
+        Ok(Writer {
+            tx: Some(tx),
+            thread: Some(thread),
+            shared,
+        })
+    }
+
+    /// Fails when the store can no longer write.
+    pub fn check(&self) -> Result<(), StoreError> {
+        match self.shared.failure() {
+            Some(why) => Err(failed(&why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits while too many events are queued (bounding memory), then counts `events` in.
+    pub fn reserve(&self, events: usize) -> Result<(), StoreError> {
+        let mut pending = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        while *pending > 0 && *pending + events > self.shared.max_pending {
+            self.check()?;
+            pending = self
+                .shared
+                .drained
+                .wait_timeout(pending, Duration::from_millis(100))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        self.check()?;
+        *pending += events;
+        Ok(())
+    }
+
+    /// Queues an operation.
+    pub fn send(&self, op: Op) -> Result<(), StoreError> {
+        let events = op.event_count();
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(op).is_ok());
+        if sent {
+            Ok(())
+        } else {
+            self.shared.release(events);
+            Err(StoreError::Backend("the store's writer has stopped".into()))
+        }
+    }
+
+    /// Queues an operation and waits until its batch is committed.
+    pub fn call<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, StoreError> {
+        let (done, result) = mpsc::sync_channel(1);
+        self.send(op(done))?;
+        result
+            .recv()
+            .map_err(|_| StoreError::Backend("the store's writer has stopped".into()))?
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Closing the channel lets the thread commit what is queued and end.
+        self.tx = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn failed(why: &str) -> StoreError {
+    StoreError::Backend(format!("the event log can no longer be written: {why}"))
+}
+
+/// The writer thread: take everything queued (up to a cap), commit it, report, repeat.
+fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
+    while let Ok(first) = rx.recv() {
+        let mut events = first.event_count();
+        let mut ops = vec![first];
+        while ops.len() < MAX_BATCH_OPS && events < MAX_BATCH_EVENTS {
+            match rx.try_recv() {
+                Ok(op) => {
+                    events += op.event_count();
+                    ops.push(op);
+                }
+                Err(_) => break,
+            }
+        }
+        let outcome = match shared.failure() {
+            Some(why) => Err(failed(&why)),
+            None => commit_with_retries(backend.as_mut(), &ops),
+        };
+        if let Err(error) = &outcome {
+            let mut failure = shared.failure.lock().unwrap_or_else(|p| p.into_inner());
+            if failure.is_none() {
+                tracing::error!(%error, "the event log cannot be written; the store has failed");
+                *failure = Some(error.to_string());
+            }
+        }
+        match outcome {
+            Ok(flags) => {
+                let mut flags = flags.into_iter();
+                for op in ops {
+                    let flag = if op.write().is_some() {
+                        flags.next().unwrap_or(true)
+                    } else {
+                        true
+                    };
+                    op.complete(Ok(flag));
+                }
+            }
+            Err(error) => {
+                for op in ops {
+                    op.complete(Err(&error));
+                }
+            }
+        }
+        shared.release(events);
+    }
+}
+
+fn commit_with_retries(backend: &mut dyn BatchWriter, ops: &[Op]) -> Result<Vec<bool>, StoreError> {
+    let writes: Vec<Write<'_>> = ops.iter().filter_map(Op::write).collect();
+    if writes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut delays = RETRY_DELAYS_MS.iter();
+    loop {
+        match backend.commit(&writes) {
+            Ok(flags) => return Ok(flags),
+            Err(error) => match delays.next() {
+                Some(&ms) => {
+                    tracing::warn!(%error, retry_in_ms = ms, "committing to the event log failed");
+                    std::thread::sleep(Duration::from_millis(ms));
+                }
+                None => return Err(error),
+            },
+        }
+    }
+}

@@ -1,0 +1,864 @@
+//! The event store's behaviour, checked the same way against every implementation: memory,
+//! SQLite (a temporary file per test) and Postgres (when `CODEBUFFD_TEST_POSTGRES_URL` names a
+//! database; each test then uses session ids of its own, so runs never collide).
+//!
+//! Start a throwaway server with `.ci/postgres.sh start` (it prints the URL).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use codebuffd::store::{
+    open_store, open_store_with, wait_after, EventStore, MemoryStore, PostgresStore,
+    RunningProcess, SessionRecord, SqliteStore, StoreError, StoreOptions,
+};
+use codebuffd::universal::{
+    Cost, ErrorData, EventData, EventDraft, RawLine, SessionEndReason, SessionEndedData,
+    TerminatedBy, TurnData, TurnPhase,
+};
+use serde_json::value::RawValue;
+
+const POSTGRES_URL: &str = "CODEBUFFD_TEST_POSTGRES_URL";
+
+// ---------------------------------------------------------------------------------------------
+// The implementations under test.
+
+/// One implementation: how to open a store on the test's database, and whether it survives.
+trait Backend {
+    /// A store on this test's database (a new instance each call).
+    fn open(&self) -> Arc<dyn EventStore>;
+    /// Whether a second instance sees what the first wrote.
+    fn durable(&self) -> bool;
+    /// A session id unique to this test run.
+    fn id(&self, name: &str) -> String;
+}
+
+struct Memory {
+    store: Arc<MemoryStore>,
+    prefix: String,
+}
+
+impl Memory {
+    fn new() -> Self {
+        Memory {
+            store: Arc::new(MemoryStore::new()),
+            prefix: uuid::Uuid::new_v4().simple().to_string(),
+        }
+    }
+}
+
+impl Backend for Memory {
+    fn open(&self) -> Arc<dyn EventStore> {
+        self.store.clone()
+    }
+    fn durable(&self) -> bool {
+        false
+    }
+    fn id(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("codebuffd-store-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Sqlite {
+    dir: TempDir,
+}
+
+impl Sqlite {
+    fn new() -> Self {
+        Sqlite {
+            dir: TempDir::new(),
+        }
+    }
+    fn path(&self) -> PathBuf {
+        self.dir.0.join("codebuffd.db")
+    }
+}
+
+impl Backend for Sqlite {
+    fn open(&self) -> Arc<dyn EventStore> {
+        Arc::new(SqliteStore::open(&self.path()).unwrap())
+    }
+    fn durable(&self) -> bool {
+        true
+    }
+    fn id(&self, name: &str) -> String {
+        name.to_owned()
+    }
+}
+
+struct Postgres {
+    url: String,
+    prefix: String,
+}
+
+impl Postgres {
+    /// The test database, or `None` (after saying so) when none is configured.
+    fn from_env(test: &str) -> Option<Self> {
+        match std::env::var(POSTGRES_URL) {
+            Ok(url) if !url.is_empty() => Some(Postgres {
+                url,
+                prefix: uuid::Uuid::new_v4().simple().to_string(),
+            }),
+            _ => {
+                println!("skipped postgres::{test}: {POSTGRES_URL} is not set");
+                None
+            }
+        }
+    }
+}
+
+impl Backend for Postgres {
+    fn open(&self) -> Arc<dyn EventStore> {
+        Arc::new(PostgresStore::open(&self.url).unwrap())
+    }
+    fn durable(&self) -> bool {
+        true
+    }
+    fn id(&self, name: &str) -> String {
+        format!("{}-{name}", self.prefix)
+    }
+}
+
+/// Runs each behaviour against every implementation.
+macro_rules! suite {
+    ($($test:ident),* $(,)?) => {
+        mod memory {
+            $(#[test] fn $test() { super::$test(&super::Memory::new()) })*
+        }
+        mod sqlite {
+            $(#[test] fn $test() { super::$test(&super::Sqlite::new()) })*
+        }
+        mod postgres {
+            $(#[test] fn $test() {
+                if let Some(db) = super::Postgres::from_env(stringify!($test)) {
+                    super::$test(&db)
+                }
+            })*
+        }
+    };
+}
+
+suite!(
+    create_refuses_a_used_id,
+    append_assigns_dense_sequences,
+    read_pages_across_the_tail_and_the_database,
+    raw_lines_round_trip_exactly,
+    subscribers_wake_on_append,
+    turn_end_is_durable_once_append_returns,
+    reopen_keeps_records_events_and_the_next_sequence,
+    put_session_round_trips,
+    load_sessions_is_oldest_first,
+    flush_makes_everything_durable,
+    concurrent_readers_see_no_gap_and_no_duplicate,
+    store_calls_work_on_async_runtime_threads,
+);
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+fn record(id: &str, created_at: u64) -> SessionRecord {
+    SessionRecord {
+        session_id: id.into(),
+        agent: "mock".into(),
+        created_at,
+        updated_at: created_at,
+        settings: serde_json::json!({}),
+        native_session_id: None,
+        status: "idle".into(),
+        ended: false,
+        end_reason: None,
+        end_message: None,
+        cost_credits: 0.0,
+        turns: 0,
+        event_count: 0,
+        next_item: 1,
+        running: None,
+    }
+}
+
+/// An agent event with a raw line: JSON, text, or none, depending on `n`.
+fn draft(n: u64) -> EventDraft {
+    let data = EventData::Error(ErrorData {
+        message: format!("event {n}"),
+        code: None,
+        details: None,
+    });
+    let raw = match n % 3 {
+        0 => None,
+        1 => Some(Arc::new(RawLine::Json(
+            RawValue::from_string(format!(r#"{{"type":"text","n":{n},"s":"é\u0000"}}"#)).unwrap(),
+        ))),
+        _ => Some(Arc::new(RawLine::Text(format!(
+            "not json {n} \u{0} ünïcode \"q\""
+        )))),
+    };
+    EventDraft::from_agent(data, raw)
+}
+
+fn turn_ended() -> EventDraft {
+    EventDraft::synthetic(EventData::TurnEnded(TurnData {
+        phase: TurnPhase::Ended,
+        turn_id: Some("turn_1".into()),
+        metadata: None,
+    }))
+}
+
+fn session_ended() -> EventDraft {
+    EventDraft::synthetic(EventData::SessionEnded(SessionEndedData {
+        reason: SessionEndReason::Terminated,
+        terminated_by: TerminatedBy::Daemon,
+        message: None,
+        exit_code: None,
+        stderr: None,
+        cost: Cost::default(),
+    }))
+}
+
+fn append(store: &dyn EventStore, id: &str, mut drafts: Vec<EventDraft>) -> u64 {
+    store
+        .append(
+            id,
+            &mut drafts,
+            "2025-01-01T00:00:00.000Z".into(),
+            Some("native"),
+        )
+        .unwrap()
+}
+
+/// Every event of a session with raw, read in pages of `page`.
+fn read_all(store: &dyn EventStore, id: &str, page: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let events = store.read(id, out.len() as u64, page).unwrap();
+        if events.is_empty() {
+            return out;
+        }
+        for e in &events {
+            assert_eq!(e.event.sequence, out.len() as u64 + 1, "dense, in order");
+            out.push(e.json(true).into_owned());
+        }
+    }
+}
+
+/// Appends the same drafts to a memory store, giving what any store must return.
+struct Expected {
+    store: MemoryStore,
+    id: String,
+}
+
+impl Expected {
+    fn new(id: &str) -> Self {
+        let store = MemoryStore::new();
+        store.create(&record(id, 1)).unwrap();
+        Expected {
+            store,
+            id: id.to_owned(),
+        }
+    }
+    fn append(&self, drafts: Vec<EventDraft>) {
+        append(&self.store, &self.id, drafts);
+    }
+    fn json(&self) -> Vec<String> {
+        read_all(&self.store, &self.id, 1000)
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The behaviours.
+
+fn create_refuses_a_used_id(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("dup");
+    store.create(&record(&id, 1)).unwrap();
+    assert!(matches!(
+        store.create(&record(&id, 2)),
+        Err(StoreError::AlreadyExists(e)) if e == id
+    ));
+    let unknown = db.id("unknown");
+    assert!(matches!(
+        store.read(&unknown, 0, 10),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(matches!(
+        store.last_sequence(&unknown),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(matches!(
+        store.append(&unknown, &mut vec![draft(1)], "t".into(), None),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(matches!(
+        store.put_session(&record(&unknown, 1)),
+        Err(StoreError::UnknownSession(_))
+    ));
+    if db.durable() {
+        // Another instance on the same database (another daemon) finds the id taken.
+        let other = db.open();
+        assert!(matches!(
+            other.create(&record(&id, 3)),
+            Err(StoreError::AlreadyExists(_))
+        ));
+    }
+}
+
+fn append_assigns_dense_sequences(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("dense");
+    store.create(&record(&id, 1)).unwrap();
+    assert_eq!(store.last_sequence(&id).unwrap(), 0);
+    assert_eq!(append(&*store, &id, (0..3).map(draft).collect()), 3);
+    let mut drafts = vec![draft(3)];
+    assert_eq!(store.append(&id, &mut drafts, "t".into(), None).unwrap(), 4);
+    assert!(drafts.is_empty(), "append takes the drafts");
+    assert_eq!(append(&*store, &id, (4..9).map(draft).collect()), 9);
+    assert_eq!(append(&*store, &id, Vec::new()), 9, "nothing to append");
+    assert_eq!(store.last_sequence(&id).unwrap(), 9);
+    let events = store.read(&id, 0, 100).unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.event.sequence).collect();
+    assert_eq!(seqs, (1..=9).collect::<Vec<_>>());
+    assert!(events[4].json.contains(r#""event_id":"evt_5""#));
+    assert!(
+        events[4].json.contains(r#""raw":null"#),
+        "stored JSON has no raw"
+    );
+    assert_eq!(&*events[0].event.session_id, id.as_str());
+    let page = store.read(&id, 2, 3).unwrap();
+    let seqs: Vec<u64> = page.iter().map(|e| e.event.sequence).collect();
+    assert_eq!(seqs, vec![3, 4, 5]);
+    assert!(store.read(&id, 9, 10).unwrap().is_empty());
+    assert!(store.read(&id, 100, 10).unwrap().is_empty());
+    assert!(store.read(&id, 0, 0).unwrap().is_empty());
+}
+
+fn read_pages_across_the_tail_and_the_database(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("pages");
+    store.create(&record(&id, 1)).unwrap();
+    let expected = Expected::new(&id);
+    let mut n = 0u64;
+    let mut size = 1u64;
+    while n < 5000 {
+        let batch: Vec<u64> = (n..(n + size).min(5000)).collect();
+        n += batch.len() as u64;
+        expected.append(batch.iter().map(|&i| draft(i)).collect());
+        append(&*store, &id, batch.iter().map(|&i| draft(i)).collect());
+        size = size % 64 + 1;
+    }
+    let want = expected.json();
+    assert_eq!(want.len(), 5000);
+    // Straight away (the end in the tail, the rest committed or not) …
+    assert_eq!(read_all(&*store, &id, 100), want);
+    // … after a flush, with odd page sizes crossing the tail's edge …
+    store.flush().unwrap();
+    assert_eq!(read_all(&*store, &id, 100), want);
+    assert_eq!(read_all(&*store, &id, 37), want);
+    let page = store.read(&id, 4700, 1000).unwrap();
+    assert_eq!(page.len(), 300);
+    assert_eq!(page[0].event.sequence, 4701);
+    // … and once the session has ended (nothing kept in memory for it).
+    let end = append(&*store, &id, vec![session_ended()]);
+    expected.append(vec![session_ended()]);
+    assert_eq!(end, 5001);
+    let want = expected.json();
+    assert_eq!(read_all(&*store, &id, 100), want);
+    if db.durable() {
+        drop(store);
+        assert_eq!(read_all(&*db.open(), &id, 100), want, "after reopening");
+    }
+}
+
+fn raw_lines_round_trip_exactly(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("raw");
+    store.create(&record(&id, 1)).unwrap();
+    append(&*store, &id, (0..6).map(draft).collect());
+    let check = |store: &dyn EventStore| {
+        let events = store.read(&id, 0, 10).unwrap();
+        assert_eq!(events.len(), 6);
+        for (n, e) in events.iter().enumerate() {
+            let original = draft(n as u64);
+            assert_eq!(e.event.raw, original.raw, "raw of event {}", n + 1);
+            assert_eq!(e.event.data, original.data);
+            assert_eq!(e.event.native_session_id.as_deref(), Some("native"));
+            assert!(!e.event.synthetic);
+        }
+        let text = events[2].json(true);
+        assert!(
+            text.contains(r#""raw":"not json 2 \u0000 ünïcode \"q\"""#),
+            "{text}"
+        );
+    };
+    check(&*store);
+    if db.durable() {
+        store.flush().unwrap();
+        check(&*db.open());
+    }
+}
+
+fn subscribers_wake_on_append(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("wake");
+    store.create(&record(&id, 1)).unwrap();
+    runtime().block_on(async {
+        let mut rx = store.subscribe(&id).unwrap();
+        let writer = store.clone();
+        let writer_id = id.clone();
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            append(&*writer, &writer_id, vec![draft(1), draft(2)]);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            append(&*writer, &writer_id, vec![turn_ended()]);
+        });
+        let woke = tokio::time::timeout(Duration::from_secs(5), wait_after(&mut rx, 0)).await;
+        assert_eq!(woke.ok(), Some(true));
+        assert!(store.last_sequence(&id).unwrap() >= 2);
+        let woke = tokio::time::timeout(Duration::from_secs(5), wait_after(&mut rx, 2)).await;
+        assert_eq!(woke.ok(), Some(true));
+        assert_eq!(*rx.borrow(), 3);
+        let events = store.read(&id, 2, 10).unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event.event_type(), "turn.ended");
+        task.await.unwrap();
+    });
+}
+
+fn turn_end_is_durable_once_append_returns(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("durable");
+    store.create(&record(&id, 1)).unwrap();
+    append(&*store, &id, (0..10).map(draft).collect());
+    let mut batch: Vec<EventDraft> = (10..14).map(draft).collect();
+    batch.push(turn_ended());
+    assert_eq!(append(&*store, &id, batch), 15);
+    assert_eq!(store.last_sequence(&id).unwrap(), 15);
+    if db.durable() {
+        // No flush: another instance (a daemon started after a crash) already sees the end,
+        // and everything before it.
+        let fresh = db.open();
+        assert_eq!(fresh.last_sequence(&id).unwrap(), 15);
+        let events = fresh.read(&id, 0, 100).unwrap();
+        assert_eq!(events.len(), 15);
+        assert_eq!(events[14].event.event_type(), "turn.ended");
+        // The same holds for session.ended.
+        append(&*store, &id, vec![draft(15), session_ended()]);
+        let fresh = db.open();
+        assert_eq!(fresh.last_sequence(&id).unwrap(), 17);
+    }
+}
+
+fn reopen_keeps_records_events_and_the_next_sequence(db: &impl Backend) {
+    if !db.durable() {
+        return;
+    }
+    let ids = [db.id("reopen-a"), db.id("reopen-b"), db.id("reopen-c")];
+    let mut records = Vec::new();
+    let expected: Vec<Expected> = ids.iter().map(|id| Expected::new(id)).collect();
+    {
+        let store = db.open();
+        for (n, id) in ids.iter().enumerate() {
+            let mut r = record(id, 100 + n as u64);
+            store.create(&r).unwrap();
+            let drafts = (0..(n as u64 + 1) * 300).map(draft);
+            append(&*store, id, drafts.clone().collect());
+            expected[n].append(drafts.collect());
+            r.status = "running".into();
+            r.turns = n as u64;
+            r.event_count = (n as u64 + 1) * 300;
+            r.running = Some(RunningProcess {
+                pid: 4242 + n as u32,
+                pgid: 4242 + n as u32,
+                start_ticks: 1 << 40,
+            });
+            store.put_session(&r).unwrap();
+            records.push(r);
+        }
+        // Dropped without a flush: dropping commits what is queued.
+    }
+    let store = db.open();
+    let loaded: Vec<SessionRecord> = store
+        .load_sessions()
+        .unwrap()
+        .into_iter()
+        .filter(|r| ids.contains(&r.session_id))
+        .collect();
+    assert_eq!(loaded, records);
+    for (n, id) in ids.iter().enumerate() {
+        let last = (n as u64 + 1) * 300;
+        assert_eq!(store.last_sequence(id).unwrap(), last);
+        assert_eq!(read_all(&*store, id, 100), expected[n].json());
+        assert_eq!(append(&*store, id, vec![draft(7)]), last + 1);
+        assert_eq!(
+            store.read(id, last, 10).unwrap()[0].event.sequence,
+            last + 1
+        );
+    }
+    // Subscriptions work for a session loaded from the database.
+    let rx = store.subscribe(&ids[0]).unwrap();
+    assert_eq!(*rx.borrow(), 301);
+}
+
+fn put_session_round_trips(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("put");
+    let mut r = record(&id, 1_700_000_000_123);
+    store.create(&r).unwrap();
+    r.updated_at = 1_700_000_000_999;
+    r.settings = serde_json::json!({
+        "agent": "codebuff",
+        "model": {"name": "x", "params": [1, 2.5, null, true]},
+        "empty": {},
+        "text": "quote \" and ünïcode",
+    });
+    r.native_session_id = Some("native-123".into());
+    r.status = "ended".into();
+    r.ended = true;
+    r.end_reason = Some("error".into());
+    r.end_message = Some("the agent exited with 1\nsecond line".into());
+    r.cost_credits = 12.375;
+    r.turns = 4;
+    r.event_count = 99;
+    r.next_item = 17;
+    r.running = Some(RunningProcess {
+        pid: 123,
+        pgid: 123,
+        start_ticks: 987_654_321_012,
+    });
+    store.put_session(&r).unwrap();
+    let find = |store: &dyn EventStore| {
+        store
+            .load_sessions()
+            .unwrap()
+            .into_iter()
+            .find(|x| x.session_id == id)
+            .unwrap()
+    };
+    assert_eq!(find(&*store), r);
+    r.running = None;
+    r.end_message = None;
+    store.put_session(&r).unwrap();
+    assert_eq!(find(&*store), r);
+    if db.durable() {
+        assert_eq!(find(&*db.open()), r);
+    }
+}
+
+fn load_sessions_is_oldest_first(db: &impl Backend) {
+    let store = db.open();
+    let created = [("c", 30), ("a", 10), ("b2", 20), ("b1", 20)];
+    for (name, at) in created {
+        store.create(&record(&db.id(name), at)).unwrap();
+    }
+    let order = |store: &dyn EventStore| -> Vec<String> {
+        let mine: Vec<String> = created.iter().map(|(n, _)| db.id(n)).collect();
+        store
+            .load_sessions()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.session_id)
+            .filter(|id| mine.contains(id))
+            .collect()
+    };
+    let want: Vec<String> = ["a", "b1", "b2", "c"].iter().map(|n| db.id(n)).collect();
+    assert_eq!(order(&*store), want);
+    if db.durable() {
+        assert_eq!(order(&*db.open()), want);
+    }
+}
+
+fn flush_makes_everything_durable(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("flush");
+    let mut r = record(&id, 1);
+    store.create(&r).unwrap();
+    append(&*store, &id, (0..100).map(draft).collect());
+    r.turns = 1;
+    store.put_session(&r).unwrap();
+    store.flush().unwrap();
+    store.flush().unwrap();
+    if db.durable() {
+        let fresh = db.open();
+        assert_eq!(fresh.last_sequence(&id).unwrap(), 100);
+        assert_eq!(fresh.read(&id, 0, 1000).unwrap().len(), 100);
+        let loaded = fresh.load_sessions().unwrap();
+        assert_eq!(loaded.iter().find(|x| x.session_id == id), Some(&r));
+    }
+}
+
+fn concurrent_readers_see_no_gap_and_no_duplicate(db: &impl Backend) {
+    const TOTAL: u64 = 3000;
+    let store = db.open();
+    let id = db.id("concurrent");
+    store.create(&record(&id, 1)).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let appended = Arc::new(AtomicU64::new(0));
+    std::thread::scope(|s| {
+        let readers: Vec<_> = (0..4)
+            .map(|r| {
+                let store = store.clone();
+                let id = id.clone();
+                let done = done.clone();
+                s.spawn(move || {
+                    let page = [1, 7, 50, 100][r];
+                    let mut cursor = 0u64;
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    while cursor < TOTAL {
+                        assert!(Instant::now() < deadline, "reader {r} stuck at {cursor}");
+                        let events = store.read(&id, cursor, page).unwrap();
+                        if events.is_empty() {
+                            if done.load(Ordering::SeqCst) {
+                                assert_eq!(store.last_sequence(&id).unwrap(), cursor);
+                            }
+                            std::thread::yield_now();
+                            continue;
+                        }
+                        for e in events {
+                            assert_eq!(e.event.sequence, cursor + 1, "reader {r}");
+                            assert!(e.json.contains(&format!("\"evt_{}\"", cursor + 1)));
+                            cursor += 1;
+                        }
+                    }
+                    assert!(store.read(&id, cursor, page).unwrap().is_empty());
+                    cursor
+                })
+            })
+            .collect();
+        let mut n = 0u64;
+        let mut size = 1u64;
+        while n < TOTAL {
+            let count = size.min(TOTAL - n);
+            let mut drafts: Vec<EventDraft> = (n..n + count).map(draft).collect();
+            if (n + count) % 100 < count {
+                drafts.pop();
+                drafts.push(turn_ended());
+            }
+            n = append(&*store, &id, drafts);
+            appended.store(n, Ordering::SeqCst);
+            size = size % 16 + 1;
+        }
+        done.store(true, Ordering::SeqCst);
+        for reader in readers {
+            assert_eq!(reader.join().unwrap(), TOTAL);
+        }
+    });
+    assert_eq!(appended.load(Ordering::SeqCst), TOTAL);
+}
+
+fn store_calls_work_on_async_runtime_threads(db: &impl Backend) {
+    let store = db.open();
+    let id = db.id("async");
+    runtime().block_on(async {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store.create(&record(&id, 1)).unwrap();
+            append(&*store, &id, (0..600).map(draft).collect());
+            append(&*store, &id, vec![turn_ended()]);
+            store.flush().unwrap();
+            assert_eq!(store.read(&id, 0, 1000).unwrap().len(), 601);
+            assert_eq!(store.last_sequence(&id).unwrap(), 601);
+            assert!(!store.load_sessions().unwrap().is_empty());
+        })
+        .await
+        .unwrap();
+    });
+    // Opening may happen on a runtime thread too (the daemon opens its store in `run`).
+    let reopened = runtime().block_on(async { db.open() });
+    if db.durable() {
+        assert_eq!(reopened.last_sequence(&db.id("async")).unwrap(), 601);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening: specs and broken databases.
+
+fn open_error(spec: &str, data_dir: &Path) -> String {
+    match open_store(spec, data_dir) {
+        Ok(_) => panic!("opening `{spec}` should fail"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn open_store_understands_every_spec() {
+    let dir = TempDir::new();
+    let store = open_store("memory", &dir.0).unwrap();
+    store.create(&record("m", 1)).unwrap();
+    assert!(!dir.0.join("codebuffd.db").exists());
+
+    let store = open_store("sqlite", &dir.0).unwrap();
+    store.create(&record("s", 1)).unwrap();
+    let meta = std::fs::metadata(dir.0.join("codebuffd.db")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600, "owner only");
+    drop(store);
+    let store = open_store("", &dir.0).unwrap();
+    assert_eq!(
+        store.load_sessions().unwrap().len(),
+        1,
+        "the same default file"
+    );
+    drop(store);
+
+    let file = dir.0.join("nested/dir/other.db");
+    let spec = format!("sqlite://{}", file.display());
+    open_store(&spec, &dir.0).unwrap();
+    assert!(file.exists(), "parent directories are created");
+
+    assert!(open_error("sqlite://", &dir.0).contains("sqlite://PATH"));
+    let message = open_error("mysql://u:secret@h/db", &dir.0);
+    assert!(message.contains("unknown store"), "{message}");
+    assert!(!message.contains("secret"), "{message}");
+}
+
+#[test]
+fn open_store_in_a_runtime_does_not_panic() {
+    let dir = TempDir::new();
+    runtime().block_on(async {
+        let dir = dir.0.clone();
+        tokio::spawn(async move {
+            open_store("sqlite", &dir).unwrap();
+            // Nothing listens on port 1: a clear error, not a panic.
+            let message = open_error("postgres://u:secret@127.0.0.1:1/db?connect_timeout=5", &dir);
+            assert!(message.contains("127.0.0.1:1"), "{message}");
+            assert!(!message.contains("secret"), "{message}");
+            if let Ok(url) = std::env::var(POSTGRES_URL) {
+                if !url.is_empty() {
+                    let store = open_store(&url, &dir).unwrap();
+                    store.load_sessions().unwrap();
+                }
+            }
+        })
+        .await
+        .unwrap();
+    });
+}
+
+#[test]
+fn a_corrupted_database_is_a_clear_error() {
+    let dir = TempDir::new();
+    let path = dir.0.join("codebuffd.db");
+    std::fs::write(
+        &path,
+        b"this is not a database, just some garbage bytes\n".repeat(200),
+    )
+    .unwrap();
+    let message = match SqliteStore::open(&path) {
+        Ok(_) => panic!("a garbage file opened"),
+        Err(e) => e.to_string(),
+    };
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains("not a database"), "{message}");
+}
+
+#[test]
+fn a_database_that_cannot_be_opened_is_a_clear_error() {
+    let dir = TempDir::new();
+    // A directory where the file should be.
+    let message = match SqliteStore::open(&dir.0) {
+        Ok(_) => panic!("a directory opened"),
+        Err(e) => e.to_string(),
+    };
+    assert!(message.contains(&dir.0.display().to_string()), "{message}");
+    // A parent that is a file.
+    let file = dir.0.join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let inside = file.join("codebuffd.db");
+    let message = match SqliteStore::open(&inside) {
+        Ok(_) => panic!("a path under a file opened"),
+        Err(e) => e.to_string(),
+    };
+    assert!(message.contains(&inside.display().to_string()), "{message}");
+    // A directory without permission (skipped where permissions do not bind, as for root).
+    use std::os::unix::fs::PermissionsExt;
+    let locked = dir.0.join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    if std::fs::read_dir(&locked).is_err() {
+        let path = locked.join("codebuffd.db");
+        let result = SqliteStore::open(&path);
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let message = result.err().expect("an unreadable directory").to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
+    } else {
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+        println!("skipped the permission check: permissions do not bind this user");
+    }
+}
+
+#[test]
+fn with_visible_after_commit_nothing_seen_is_ever_lost() {
+    let dir = TempDir::new();
+    let options = StoreOptions {
+        visible_after_commit: true,
+        ..StoreOptions::default()
+    };
+    let store = open_store_with("sqlite", &dir.0, options).unwrap();
+    store.create(&record("s", 1)).unwrap();
+    let mut rx = store.subscribe("s").unwrap();
+    for round in 0..20u64 {
+        let last = append(&*store, "s", (0..5).map(draft).collect());
+        let seen = store.last_sequence("s").unwrap();
+        assert!(seen <= last);
+        let events = store.read("s", 0, 1000).unwrap();
+        assert_eq!(events.len() as u64, seen);
+        // What any reader could see is already in the file.
+        let fresh = SqliteStore::open(&dir.0.join("codebuffd.db")).unwrap();
+        let durable = fresh.last_sequence("s").unwrap();
+        assert!(
+            durable >= seen,
+            "round {round}: {durable} < {seen} (last {last})"
+        );
+    }
+    // Every event becomes visible once committed, without a flush.
+    runtime().block_on(async {
+        let woke = tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|v| *v == 100)).await;
+        assert!(woke.is_ok());
+    });
+    assert_eq!(append(&*store, "s", vec![turn_ended()]), 101);
+    assert_eq!(
+        store.last_sequence("s").unwrap(),
+        101,
+        "ending events wait for their commit"
+    );
+}
+
+#[test]
+fn a_database_from_a_newer_version_is_refused() {
+    let dir = TempDir::new();
+    let path = dir.0.join("codebuffd.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA user_version = 99").unwrap();
+    drop(conn);
+    let message = match SqliteStore::open(&path) {
+        Ok(_) => panic!("a newer schema opened"),
+        Err(e) => e.to_string(),
+    };
+    assert!(message.contains("schema version 99"), "{message}");
+}
