@@ -99,6 +99,7 @@ fn session(store: &dyn EventStore, name: &str) -> String {
             event_count: 0,
             next_item: 1,
             running: None,
+            owner: String::new(),
         })
         .expect("create");
     id

@@ -10,6 +10,7 @@ pub mod codebuff;
 pub mod config;
 pub mod convert;
 pub mod http;
+pub mod instance;
 pub mod server;
 pub mod session;
 pub mod store;

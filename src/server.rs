@@ -30,6 +30,8 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             config.data_dir.display()
         )
     })?;
+    // Before the store: a daemon must know which of the stored sessions are its own.
+    let instance_id = crate::instance::load_or_create(&config.data_dir)?;
     // Readers see an event only once it is committed: what a client saw survives a crash, so
     // `Last-Event-ID` resumes exactly after a restart.
     let options = StoreOptions {
@@ -45,7 +47,8 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         max_line_bytes: config.max_line_bytes,
         ..Limits::default()
     };
-    let ctx = SessionContext::from_env(store, launcher, limits, agent_state_dir);
+    tracing::info!(instance = %instance_id, "instance id");
+    let ctx = SessionContext::from_env(store, launcher, limits, agent_state_dir, instance_id);
     let manager = Arc::new(SessionManager::new(ctx));
     let restored = manager.restore()?;
     if restored > 0 {

@@ -166,6 +166,7 @@ suite!(
     turn_end_is_durable_once_append_returns,
     reopen_keeps_records_events_and_the_next_sequence,
     put_session_round_trips,
+    owner_round_trips,
     load_sessions_is_oldest_first,
     flush_makes_everything_durable,
     concurrent_readers_see_no_gap_and_no_duplicate,
@@ -192,6 +193,7 @@ fn record(id: &str, created_at: u64) -> SessionRecord {
         event_count: 0,
         next_item: 1,
         running: None,
+        owner: "daemon-1".into(),
     }
 }
 
@@ -569,6 +571,52 @@ fn put_session_round_trips(db: &impl Backend) {
     }
 }
 
+fn owner_round_trips(db: &impl Backend) {
+    let store = db.open();
+    let find = |store: &dyn EventStore, id: &str| {
+        store
+            .load_sessions()
+            .unwrap()
+            .into_iter()
+            .find(|x| x.session_id == id)
+            .unwrap()
+    };
+    // A daemon's session names it; a record written before owners existed names none.
+    let owner = uuid::Uuid::new_v4().hyphenated().to_string();
+    let (mine, legacy) = (db.id("owned"), db.id("unowned"));
+    let mut r = record(&mine, 1);
+    r.owner = owner.clone();
+    store.create(&r).unwrap();
+    let mut old = record(&legacy, 2);
+    old.owner = String::new();
+    store.create(&old).unwrap();
+    assert_eq!(find(&*store, &mine).owner, owner);
+    assert_eq!(find(&*store, &legacy).owner, "");
+    // Adopting: the next put names the new owner.
+    old.owner = owner.clone();
+    store.put_session(&old).unwrap();
+    assert_eq!(find(&*store, &legacy), old);
+    if db.durable() {
+        let fresh = db.open();
+        assert_eq!(find(&*fresh, &mine), r);
+        assert_eq!(find(&*fresh, &legacy), old);
+    }
+    // The owner is not part of the key: another daemon cannot create the same id.
+    let mut theirs = record(&mine, 3);
+    theirs.owner = uuid::Uuid::new_v4().hyphenated().to_string();
+    assert!(matches!(
+        store.create(&theirs),
+        Err(StoreError::AlreadyExists(_))
+    ));
+    if db.durable() {
+        assert!(matches!(
+            db.open().create(&theirs),
+            Err(StoreError::AlreadyExists(_))
+        ));
+    }
+    assert_eq!(find(&*store, &mine), r);
+}
+
 fn load_sessions_is_oldest_first(db: &impl Backend) {
     let store = db.open();
     let created = [("c", 30), ("a", 10), ("b2", 20), ("b1", 20)];
@@ -861,4 +909,151 @@ fn a_database_from_a_newer_version_is_refused() {
         Err(e) => e.to_string(),
     };
     assert!(message.contains("schema version 99"), "{message}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upgrading databases written by older versions.
+
+/// A session record as version 1 stored it (no owner column).
+const V1_SESSION: &str = "INSERT INTO sessions (session_id, agent, created_at, updated_at, \
+    settings, native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
+    event_count, next_item, running_pid, running_pgid, running_start_ticks) VALUES \
+    ('old', 'mock', 5, 6, '{\"agent\":\"mock\"}', 'native-1', 'idle', FALSE, NULL, NULL, 1.5, 2, \
+    0, 3, NULL, NULL, NULL)";
+
+/// What [`V1_SESSION`] loads as: a record without an owner.
+fn v1_record(id: &str) -> SessionRecord {
+    SessionRecord {
+        session_id: id.into(),
+        agent: "mock".into(),
+        created_at: 5,
+        updated_at: 6,
+        settings: serde_json::json!({"agent": "mock"}),
+        native_session_id: Some("native-1".into()),
+        status: "idle".into(),
+        ended: false,
+        end_reason: None,
+        end_message: None,
+        cost_credits: 1.5,
+        turns: 2,
+        event_count: 0,
+        next_item: 3,
+        running: None,
+        owner: String::new(),
+    }
+}
+
+/// After the upgrade: the old record loads without an owner, can be adopted, and its log works.
+fn check_upgraded(open: &dyn Fn() -> Arc<dyn EventStore>, id: &str) {
+    let store = open();
+    let find = |store: &dyn EventStore| {
+        let loaded = store.load_sessions().unwrap();
+        loaded.into_iter().find(|r| r.session_id == id).unwrap()
+    };
+    let mut r = v1_record(id);
+    assert_eq!(find(&*store), r);
+    assert_eq!(store.last_sequence(id).unwrap(), 0);
+    assert_eq!(append(&*store, id, vec![draft(1)]), 1);
+    r.owner = "adopter".into();
+    store.put_session(&r).unwrap();
+    store.flush().unwrap();
+    drop(store);
+    let store = open();
+    assert_eq!(find(&*store), r);
+    assert_eq!(store.last_sequence(id).unwrap(), 1);
+    let mut fresh = record(&format!("{id}-new"), 7);
+    fresh.owner = "someone".into();
+    store.create(&fresh).unwrap();
+    assert_eq!(find(&*store).owner, "adopter");
+}
+
+#[test]
+fn a_version_1_sqlite_database_is_upgraded() {
+    const SCHEMA_V1: &str = "
+        CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY NOT NULL, agent TEXT NOT NULL,
+            created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, settings TEXT NOT NULL,
+            native_session_id TEXT, status TEXT NOT NULL, ended INTEGER NOT NULL,
+            end_reason TEXT, end_message TEXT, cost_credits REAL NOT NULL,
+            turns INTEGER NOT NULL, event_count INTEGER NOT NULL, next_item INTEGER NOT NULL,
+            running_pid INTEGER, running_pgid INTEGER, running_start_ticks INTEGER
+        );
+        CREATE INDEX sessions_by_age ON sessions (created_at, session_id);
+        CREATE TABLE events (
+            session_id TEXT NOT NULL, sequence INTEGER NOT NULL, type TEXT NOT NULL,
+            event TEXT NOT NULL, raw TEXT, raw_is_text INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (session_id, sequence)
+        );
+        PRAGMA user_version = 1;";
+    let dir = TempDir::new();
+    let path = dir.0.join("codebuffd.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(SCHEMA_V1).unwrap();
+    conn.execute_batch(V1_SESSION).unwrap();
+    drop(conn);
+    check_upgraded(&|| Arc::new(SqliteStore::open(&path).unwrap()), "old");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+}
+
+#[test]
+fn a_version_1_postgres_database_is_upgraded() {
+    let Some(db) = Postgres::from_env("a_version_1_postgres_database_is_upgraded") else {
+        return;
+    };
+    // A schema of its own stands for a database version 1 wrote.
+    let schema = format!("codebuffd_v1_{}", db.prefix);
+    let mut admin = ::postgres::Client::connect(&db.url, ::postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema};
+            SET search_path TO {schema};
+            CREATE TABLE codebuffd_schema (version INTEGER NOT NULL);
+            INSERT INTO codebuffd_schema (version) VALUES (1);
+            CREATE TABLE sessions (
+                session_id TEXT PRIMARY KEY, agent TEXT NOT NULL, created_at BIGINT NOT NULL,
+                updated_at BIGINT NOT NULL, settings JSON NOT NULL, native_session_id TEXT,
+                status TEXT NOT NULL, ended BOOLEAN NOT NULL, end_reason TEXT,
+                end_message TEXT, cost_credits DOUBLE PRECISION NOT NULL, turns BIGINT NOT NULL,
+                event_count BIGINT NOT NULL, next_item BIGINT NOT NULL, running_pid BIGINT,
+                running_pgid BIGINT, running_start_ticks BIGINT
+            );
+            CREATE INDEX sessions_by_age ON sessions (created_at, session_id);
+            CREATE TABLE events (
+                session_id TEXT NOT NULL, sequence BIGINT NOT NULL, type TEXT NOT NULL,
+                event JSON NOT NULL, raw JSON, raw_is_text BOOLEAN NOT NULL DEFAULT FALSE,
+                PRIMARY KEY (session_id, sequence)
+            );
+            {V1_SESSION};"
+        ))
+        .unwrap();
+    let separator = if db.url.contains('?') { '&' } else { '?' };
+    let url = format!("{}{separator}options=-csearch_path%3D{schema}", db.url);
+    let result = std::panic::catch_unwind(|| {
+        check_upgraded(&|| Arc::new(PostgresStore::open(&url).unwrap()), "old");
+    });
+    let versions: Vec<i32> = admin
+        .query("SELECT version FROM codebuffd_schema ORDER BY version", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    admin
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .unwrap();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+    assert_eq!(versions, vec![1, 2]);
+}
+
+#[test]
+fn a_record_without_an_owner_deserializes() {
+    let mut json = serde_json::to_value(v1_record("x")).unwrap();
+    json.as_object_mut().unwrap().remove("owner");
+    let r: SessionRecord = serde_json::from_value(json).unwrap();
+    assert_eq!(r, v1_record("x"));
 }

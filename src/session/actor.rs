@@ -239,6 +239,8 @@ impl Actor {
             event_count: live.event_count,
             next_item: self.converter.next_item(),
             running,
+            // Also adopts a restored session written before sessions had owners.
+            owner: self.ctx.instance_id.clone(),
         }
     }
 

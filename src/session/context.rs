@@ -51,6 +51,9 @@ pub struct SessionContext {
     pub agent_state_dir: PathBuf,
     /// The daemon's working directory (the default session directory).
     pub cwd: PathBuf,
+    /// This daemon's instance id ([`crate::instance`]): the owner written into the records of
+    /// its sessions, and the only owner (besides none) whose sessions it restores.
+    pub instance_id: String,
 }
 
 impl SessionContext {
@@ -60,6 +63,7 @@ impl SessionContext {
         launcher: Arc<Launcher>,
         limits: Limits,
         agent_state_dir: PathBuf,
+        instance_id: String,
     ) -> Self {
         let parent_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         SessionContext {
@@ -71,6 +75,7 @@ impl SessionContext {
             parent_env,
             agent_state_dir,
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            instance_id,
         }
     }
 }

@@ -1,5 +1,12 @@
 //! The session registry: creates sessions, routes requests to their actors, lists them, and
 //! shuts them all down.
+//!
+//! Ownership: every session record names the daemon that runs it (its instance id, see
+//! [`crate::instance`]). Many daemons may share one store, so at start a daemon restores only
+//! the sessions it owns, plus unowned ones (records written before sessions had owners), which
+//! it adopts: its next write of the record names it. Other daemons' sessions are not loaded at
+//! all — never recovered, appended to, or their agents killed — and creating a session under
+//! an id one of them uses fails as taken (the store refuses the duplicate).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -118,6 +125,7 @@ impl SessionManager {
             event_count: 1,
             next_item: 1,
             running: None,
+            owner: self.ctx.instance_id.clone(),
         };
         self.ctx.store.create(&record).map_err(|e| match e {
             StoreError::AlreadyExists(id) => SessionError::AlreadyExists(id),
@@ -161,14 +169,20 @@ impl SessionManager {
         Ok(info)
     }
 
-    /// Loads every stored session and starts its actor; sessions whose turn was running when
-    /// the previous daemon died are recovered (their agent killed, the turn ended as
-    /// interrupted). Returns how many sessions were loaded.
+    /// Loads this daemon's stored sessions (its own and unowned ones, see the module docs) and
+    /// starts their actors; sessions whose turn was running when the previous daemon died are
+    /// recovered (their agent killed, the turn ended as interrupted). Returns how many
+    /// sessions were loaded.
     pub fn restore(&self) -> Result<usize, SessionError> {
         let records = self.ctx.store.load_sessions()?;
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
         let mut loaded = 0;
+        let mut others = 0;
         for record in records {
+            if !record.owner.is_empty() && record.owner != self.ctx.instance_id {
+                others += 1;
+                continue;
+            }
             let Some(settings) = SessionSettings::from_json(&record.settings) else {
                 tracing::error!(session = %record.session_id, "stored settings are unusable; session skipped");
                 continue;
@@ -177,7 +191,10 @@ impl SessionManager {
                 (_, false) => None,
                 (Some("terminated"), true) => Some(EndState::Terminated),
                 (_, true) => Some(EndState::Error(
-                    record.end_message.clone().unwrap_or_else(|| "the agent failed".into()),
+                    record
+                        .end_message
+                        .clone()
+                        .unwrap_or_else(|| "the agent failed".into()),
                 )),
             };
             let shared: Shared = Arc::new(Mutex::new(Live {
@@ -190,7 +207,11 @@ impl SessionManager {
                 native_session_id: record.native_session_id.clone(),
                 cost: Cost::from_credits(record.cost_credits),
                 turns: record.turns,
-                event_count: self.ctx.store.last_sequence(&record.session_id).unwrap_or(record.event_count),
+                event_count: self
+                    .ctx
+                    .store
+                    .last_sequence(&record.session_id)
+                    .unwrap_or(record.event_count),
                 updated_at: record.updated_at,
             }));
             let (tx, rx) = mpsc::unbounded_channel();
@@ -219,6 +240,12 @@ impl SessionManager {
                 }),
             );
             loaded += 1;
+        }
+        if others > 0 {
+            tracing::info!(
+                sessions = others,
+                "left the stored sessions of other daemons alone"
+            );
         }
         Ok(loaded)
     }

@@ -180,6 +180,7 @@ mod tests {
             event_count: 0,
             next_item: 1,
             running: None,
+            owner: String::new(),
         }
     }
 

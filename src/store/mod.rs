@@ -91,6 +91,11 @@ pub struct SessionRecord {
     pub next_item: u64,
     /// The agent process of the turn that is running, if one is.
     pub running: Option<RunningProcess>,
+    /// The instance id of the daemon that runs the session (see [`crate::instance`]); empty
+    /// in records written before sessions had owners. A daemon restores only its own sessions
+    /// and unowned ones (which it then adopts), never another daemon's sharing the store.
+    #[serde(default)]
+    pub owner: String,
 }
 
 /// The agent process of a running turn, recorded so a restarted daemon can kill it.
@@ -117,7 +122,7 @@ pub trait EventStore: Send + Sync + 'static {
     /// Replaces a session's record (status, cost, running process …).
     fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError>;
 
-    /// Every session's record (at start, for recovery), oldest first.
+    /// Every session's record (at start, for recovery), oldest first, whichever daemon owns it.
     fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
 
     /// Makes everything appended or put so far durable.

@@ -5,7 +5,8 @@
 //! Session ids are the key: daemons sharing a database must use ids that are unique across
 //! all of them (the daemon's generated ids are UUIDs; a client-chosen id already used by
 //! another daemon is refused as taken). `load_sessions` returns every session in the
-//! database, whichever daemon wrote it.
+//! database, whichever daemon wrote it; each record names its owner (the daemon's instance
+//! id) and a daemon restores only its own and unowned ones.
 //!
 //! The sync `postgres` client blocks on a runtime of its own and must not run on an async
 //! runtime's thread, so every database call runs on threads this store owns: the writer
@@ -25,8 +26,9 @@ use super::row::{decode_event, decode_settings, running_process, to_u64, EventRo
 use super::writer::{BatchWriter, Write};
 use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
 
-/// The schema version this build writes (table `codebuffd_schema`).
-const SCHEMA_VERSION: i32 = 1;
+/// The schema version this build writes (table `codebuffd_schema`): 1 the first schema, 2 added
+/// `sessions.owner`.
+const SCHEMA_VERSION: i32 = 2;
 /// Reader threads (each with its own connection).
 const READERS: usize = 2;
 /// How long connecting may take unless the URL says otherwise.
@@ -66,16 +68,20 @@ CREATE TABLE events (
 );
 ";
 
+/// Version 1 → 2: the instance id of the daemon that owns a session (empty: written before).
+const MIGRATE_V2: &str = "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT ''";
+
 const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, agent, created_at, updated_at, \
     settings, native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
-    event_count, next_item, running_pid, running_pgid, running_start_ticks) VALUES \
-    ($1, $2, $3, $4, $5::text::json, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+    event_count, next_item, running_pid, running_pgid, running_start_ticks, owner) VALUES \
+    ($1, $2, $3, $4, $5::text::json, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
     ON CONFLICT (session_id) DO NOTHING";
 
 const UPDATE_SESSION: &str = "UPDATE sessions SET agent = $2, created_at = $3, updated_at = $4, \
     settings = $5::text::json, native_session_id = $6, status = $7, ended = $8, end_reason = $9, \
     end_message = $10, cost_credits = $11, turns = $12, event_count = $13, next_item = $14, \
-    running_pid = $15, running_pgid = $16, running_start_ticks = $17 WHERE session_id = $1";
+    running_pid = $15, running_pgid = $16, running_start_ticks = $17, owner = $18 \
+    WHERE session_id = $1";
 
 const INSERT_EVENTS: &str = "INSERT INTO events (session_id, sequence, type, event, raw, \
     raw_is_text) SELECT s, q, t, e::json, r::json, x FROM \
@@ -90,7 +96,7 @@ const SELECT_TIP: &str = "SELECT (SELECT max(sequence) FROM events WHERE session
 
 const SELECT_SESSIONS: &str = "SELECT session_id, agent, created_at, updated_at, \
     settings::text, native_session_id, status, ended, end_reason, end_message, cost_credits, \
-    turns, event_count, next_item, running_pid, running_pgid, running_start_ticks \
+    turns, event_count, next_item, running_pid, running_pgid, running_start_ticks, owner \
     FROM sessions ORDER BY created_at, session_id";
 
 /// The Postgres event store.
@@ -160,7 +166,7 @@ fn backend(e: postgres::Error) -> StoreError {
     StoreError::Backend(format!("Postgres: {}", pg_error(&e)))
 }
 
-/// Creates the schema in an empty database, or checks an existing one's version.
+/// Creates the schema in an empty database, upgrades an older one, or checks the version.
 fn migrate(client: &mut Client) -> Result<(), String> {
     let mut tx = client.transaction().map_err(|e| pg_error(&e))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
@@ -171,21 +177,31 @@ fn migrate(client: &mut Client) -> Result<(), String> {
         .query_one("SELECT max(version) FROM codebuffd_schema", &[])
         .and_then(|row| row.try_get(0))
         .map_err(|e| pg_error(&e))?;
-    match version {
+    let mut upgraded = match version {
         None => {
             tx.batch_execute(SCHEMA_V1).map_err(|e| pg_error(&e))?;
-            tx.execute(
-                "INSERT INTO codebuffd_schema (version) VALUES ($1)",
-                &[&SCHEMA_VERSION],
-            )
-            .map_err(|e| pg_error(&e))?;
+            1
         }
-        Some(SCHEMA_VERSION) => {}
-        Some(newer) => {
+        Some(newer) if newer > SCHEMA_VERSION => {
             return Err(format!(
             "its schema version {newer} is newer than this codebuffd supports ({SCHEMA_VERSION})"
         ))
         }
+        Some(current) => current,
+    };
+    if upgraded == 1 {
+        tx.batch_execute(MIGRATE_V2).map_err(|e| pg_error(&e))?;
+        upgraded = 2;
+    }
+    if upgraded != SCHEMA_VERSION {
+        return Err(format!("its schema version {upgraded} is unknown"));
+    }
+    if version != Some(upgraded) {
+        tx.execute(
+            "INSERT INTO codebuffd_schema (version) VALUES ($1)",
+            &[&upgraded],
+        )
+        .map_err(|e| pg_error(&e))?;
     }
     tx.commit().map_err(|e| pg_error(&e))
 }
@@ -366,6 +382,7 @@ fn execute_record(
             &ints.running_pid,
             &ints.running_pgid,
             &ints.running_start_ticks,
+            &text(&record.owner),
         ],
     )
     .map_err(backend)
@@ -509,5 +526,6 @@ fn record_from_row(r: &postgres::Row) -> Result<SessionRecord, StoreError> {
             r.try_get(15).map_err(backend)?,
             r.try_get(16).map_err(backend)?,
         )?,
+        owner: r.try_get(17).map_err(backend)?,
     })
 }

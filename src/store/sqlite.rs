@@ -18,8 +18,9 @@ use super::row::{decode_event, decode_settings, running_process, to_u64, EventRo
 use super::writer::{BatchWriter, Write};
 use super::{SessionRecord, StoreError, StoredEvent};
 
-/// The schema version this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+/// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
+/// `sessions.owner`.
+const SCHEMA_VERSION: i64 = 2;
 /// Read connections kept open between reads.
 const IDLE_READERS: usize = 4;
 /// How long a connection waits for a lock held by another connection.
@@ -57,9 +58,12 @@ CREATE TABLE events (
 );
 ";
 
+/// Version 1 → 2: the instance id of the daemon that owns a session (empty: written before).
+const MIGRATE_V2: &str = "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT '';";
+
 const RECORD_COLUMNS: &str = "session_id, agent, created_at, updated_at, settings, \
     native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
-    event_count, next_item, running_pid, running_pgid, running_start_ticks";
+    event_count, next_item, running_pid, running_pgid, running_start_ticks, owner";
 
 /// The SQLite event store.
 pub struct SqliteStore(BatchedStore);
@@ -141,38 +145,63 @@ fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// Creates the schema in a new database, or checks an existing one's version.
+fn schema_version(conn: &Connection) -> Result<i64, String> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| e.to_string())
+}
+
+/// Creates the schema in a new database, upgrades an older one, or checks the version.
 fn migrate(conn: &Connection) -> Result<(), String> {
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| e.to_string())?;
-    match version {
-        0 => {
-            let has_tables: bool = conn
-                .query_row(
-                    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name IN ('sessions', 'events'))",
-                    [],
-                    |r| r.get(0),
-                )
-                .map_err(|e| e.to_string())?;
-            if has_tables {
-                return Err(
-                    "it holds tables named sessions/events that codebuffd did not create".into(),
-                );
-            }
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA_V1} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            ))
-            .map_err(|e| {
-                let _ = conn.execute_batch("ROLLBACK");
-                e.to_string()
-            })
-        }
+    match schema_version(conn)? {
         SCHEMA_VERSION => Ok(()),
-        newer => Err(format!(
+        newer if newer > SCHEMA_VERSION => Err(format!(
             "its schema version {newer} is newer than this codebuffd supports ({SCHEMA_VERSION})"
         )),
+        _ => {
+            conn.execute_batch("BEGIN IMMEDIATE")
+                .map_err(|e| e.to_string())?;
+            match upgrade(conn) {
+                Ok(()) => conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    Err(e)
+                }
+            }
+        }
     }
+}
+
+/// Brings the schema to `SCHEMA_VERSION`, inside the caller's write transaction.
+fn upgrade(conn: &Connection) -> Result<(), String> {
+    // Read again under the write lock: another process may have upgraded meanwhile.
+    let mut version = schema_version(conn)?;
+    if version == 0 {
+        let has_tables: bool = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name IN ('sessions', 'events'))",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| e.to_string())?;
+        if has_tables {
+            return Err(
+                "it holds tables named sessions/events that codebuffd did not create".into(),
+            );
+        }
+        conn.execute_batch(SCHEMA_V1).map_err(|e| e.to_string())?;
+        version = 1;
+    }
+    if version == 1 {
+        conn.execute_batch(MIGRATE_V2).map_err(|e| e.to_string())?;
+        version = 2;
+    }
+    if version != SCHEMA_VERSION {
+        return Err(format!(
+            "its schema version {version} is newer than this codebuffd supports ({SCHEMA_VERSION})"
+        ));
+    }
+    conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
+        .map_err(|e| e.to_string())
 }
 
 fn open_reader(path: &Path) -> Result<Connection, StoreError> {
@@ -202,7 +231,7 @@ impl BatchWriter for SqliteWriter {
                     let mut insert = tx
                         .prepare_cached(&format!(
                             "INSERT INTO sessions ({RECORD_COLUMNS}) VALUES \
-                             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
                              ON CONFLICT (session_id) DO NOTHING"
                         ))
                         .map_err(sql_error)?;
@@ -215,7 +244,8 @@ impl BatchWriter for SqliteWriter {
                              settings = ?5, native_session_id = ?6, status = ?7, ended = ?8, \
                              end_reason = ?9, end_message = ?10, cost_credits = ?11, turns = ?12, \
                              event_count = ?13, next_item = ?14, running_pid = ?15, \
-                             running_pgid = ?16, running_start_ticks = ?17 WHERE session_id = ?1",
+                             running_pgid = ?16, running_start_ticks = ?17, owner = ?18 \
+                             WHERE session_id = ?1",
                         )
                         .map_err(sql_error)?;
                     execute_record(&mut update, record)?;
@@ -278,6 +308,7 @@ fn execute_record(
             ints.running_pid,
             ints.running_pgid,
             ints.running_start_ticks,
+            record.owner,
         ])
         .map_err(sql_error)
 }
@@ -410,5 +441,6 @@ fn record_from_row(r: &rusqlite::Row<'_>) -> Result<SessionRecord, RowError> {
         event_count: to_u64(r.get(12)?, "event_count")?,
         next_item: to_u64(r.get(13)?, "next_item")?,
         running: running_process(r.get(14)?, r.get(15)?, r.get(16)?)?,
+        owner: r.get(17)?,
     })
 }
