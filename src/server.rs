@@ -67,8 +67,13 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
+    // SSE writes are small: without TCP_NODELAY, Nagle's algorithm holds them back until the
+    // client's delayed ACK (up to 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tracing::info!(
-        address = %listener.local_addr().unwrap_or(addr),
+        address = %axum::serve::Listener::local_addr(&listener).unwrap_or(addr),
         auth = config.token.is_some(),
         "codebuffd listening"
     );

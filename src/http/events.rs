@@ -4,10 +4,10 @@
 //! holds nothing but its cursor and one page; a client that disconnects drops its stream.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
@@ -126,9 +126,10 @@ pub async fn sse_events(
         after,
         q.include_raw.unwrap_or(false),
         false,
+        state.keep_alive,
     )
     .map_err(store_problem)?;
-    Ok(sse_response(stream, state.keep_alive))
+    Ok(sse_response(stream))
 }
 
 /// The SSE response of one turn, starting after `after`; it closes after the turn's end or
@@ -139,32 +140,44 @@ pub fn turn_stream(
     after: u64,
     include_raw: bool,
 ) -> Result<Response, crate::session::SessionError> {
-    let stream = log_stream(state.manager.store().clone(), id, after, include_raw, true)?;
-    Ok(sse_response(stream, state.keep_alive))
+    let stream = log_stream(
+        state.manager.store().clone(),
+        id,
+        after,
+        include_raw,
+        true,
+        state.keep_alive,
+    )?;
+    Ok(sse_response(stream))
 }
 
+/// An SSE response over `stream`, whose items are already SSE text (see [`log_stream`]).
 fn sse_response(
-    stream: impl Stream<Item = Result<Event, std::convert::Infallible>> + Send + 'static,
-    keep_alive: std::time::Duration,
+    stream: impl Stream<Item = Result<String, std::convert::Infallible>> + Send + 'static,
 ) -> Response {
-    let mut resp = Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(keep_alive).text("keep-alive"))
-        .into_response();
+    let mut resp = Response::new(axum::body::Body::from_stream(stream));
     let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     *resp.status_mut() = StatusCode::OK;
     resp
 }
 
+/// The comment sent after `keep_alive` without an event.
+const KEEP_ALIVE: &str = ": keep-alive\n\n";
+
 struct Cursor {
     store: Arc<dyn EventStore>,
     id: String,
     after: u64,
     rx: tokio::sync::watch::Receiver<u64>,
-    page: std::collections::VecDeque<Arc<StoredEvent>>,
     include_raw: bool,
     until_turn_end: bool,
+    keep_alive: Duration,
     done: bool,
 }
 
@@ -176,14 +189,27 @@ fn closes_turn(event: &StoredEvent) -> bool {
     )
 }
 
+/// Appends one event as SSE: `id: <sequence>`, `data: <json>` (compact JSON has no newline).
+fn push_sse(out: &mut String, event: &StoredEvent, include_raw: bool) {
+    use std::fmt::Write;
+    let _ = write!(out, "id: {}\ndata: ", event.event.sequence);
+    out.push_str(&event.json(include_raw));
+    out.push_str("\n\n");
+}
+
 /// Replays the log after `after`, then follows it live (no gap, no duplicate: one cursor).
+///
+/// Each item is the SSE text of every event one read of the log returned (up to [`PAGE`]), so
+/// a reader that is behind gets large writes, and a live one each event as soon as it is
+/// appended; after `keep_alive` without an event, a keep-alive comment.
 fn log_stream(
     store: Arc<dyn EventStore>,
     id: &str,
     after: u64,
     include_raw: bool,
     until_turn_end: bool,
-) -> Result<impl Stream<Item = Result<Event, std::convert::Infallible>> + Send + 'static, StoreError>
+    keep_alive: Duration,
+) -> Result<impl Stream<Item = Result<String, std::convert::Infallible>> + Send + 'static, StoreError>
 {
     let rx = store.subscribe(id)?;
     let cursor = Cursor {
@@ -191,9 +217,9 @@ fn log_stream(
         id: id.to_owned(),
         after,
         rx,
-        page: Default::default(),
         include_raw,
         until_turn_end,
+        keep_alive,
         done: false,
     };
     Ok(stream::unfold(cursor, |mut c| async move {
@@ -201,25 +227,27 @@ fn log_stream(
             if c.done {
                 return None;
             }
-            if let Some(e) = c.page.pop_front() {
-                c.after = e.event.sequence;
-                if c.until_turn_end && closes_turn(&e) {
-                    c.done = true;
-                }
-                let event = Event::default()
-                    .id(e.event.sequence.to_string())
-                    .data(e.json(c.include_raw));
-                return Some((Ok(event), c));
-            }
-            match c.store.read(&c.id, c.after, PAGE) {
-                Ok(page) if !page.is_empty() => c.page.extend(page),
-                Ok(_) => {
-                    if !wait_after(&mut c.rx, c.after).await {
-                        return None;
-                    }
-                }
+            let page = match c.store.read(&c.id, c.after, PAGE) {
+                Ok(page) => page,
                 Err(_) => return None,
+            };
+            if page.is_empty() {
+                match tokio::time::timeout(c.keep_alive, wait_after(&mut c.rx, c.after)).await {
+                    Ok(true) => continue,
+                    Ok(false) => return None,
+                    Err(_) => return Some((Ok(KEEP_ALIVE.to_owned()), c)),
+                }
             }
+            let mut text = String::with_capacity(page.iter().map(|e| e.json.len() + 32).sum());
+            for e in &page {
+                push_sse(&mut text, e, c.include_raw);
+                c.after = e.event.sequence;
+                if c.until_turn_end && closes_turn(e) {
+                    c.done = true;
+                    break;
+                }
+            }
+            return Some((Ok(text), c));
         }
     }))
 }

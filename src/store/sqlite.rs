@@ -3,9 +3,11 @@
 //!
 //! A writer thread owns the one write connection and commits in batches ([`super::writer`]);
 //! reads use a small pool of read connections on the caller's thread (WAL lets them run
-//! beside the writer). `synchronous=FULL`: every commit syncs the WAL, so a committed batch —
-//! in particular one holding `turn.ended` — survives a power loss, not only a crash of the
-//! daemon. Batching makes that one sync per batch, not per event.
+//! beside the writer). Every commit is durable against a crash of the daemon (the WAL is
+//! written before the commit returns). A commit holding `turn.ended`, `session.ended` or a new
+//! session is also synced to disk (`synchronous=FULL` for that commit, `NORMAL` otherwise), so
+//! it survives a power loss together with everything committed before it; ordinary event
+//! batches do not pay an fsync each.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -86,7 +88,10 @@ impl SqliteStore {
         let store = BatchedStore::start(
             "codebuffd-sqlite-writer",
             Box::new(reader),
-            Box::new(SqliteWriter { conn: writer }),
+            Box::new(SqliteWriter {
+                conn: writer,
+                full_sync: true,
+            }),
             options,
         )?;
         Ok(SqliteStore(store))
@@ -216,10 +221,36 @@ fn open_reader(path: &Path) -> Result<Connection, StoreError> {
 /// The write connection, owned by the writer thread.
 struct SqliteWriter {
     conn: Connection,
+    /// Whether the connection is in `synchronous=FULL` now.
+    full_sync: bool,
+}
+
+impl SqliteWriter {
+    /// Syncs the commits that end turns or sessions, or create sessions; not the others.
+    fn set_sync(&mut self, batch: &[Write<'_>]) -> Result<(), StoreError> {
+        let full = batch.iter().any(|w| match w {
+            Write::Create(_) => true,
+            Write::Put(_) => false,
+            Write::Events(events) => events
+                .iter()
+                .any(|e| matches!(e.event.event_type(), "turn.ended" | "session.ended")),
+        });
+        if full != self.full_sync {
+            let pragma = if full {
+                "PRAGMA synchronous=FULL;"
+            } else {
+                "PRAGMA synchronous=NORMAL;"
+            };
+            self.conn.execute_batch(pragma).map_err(sql_error)?;
+            self.full_sync = full;
+        }
+        Ok(())
+    }
 }
 
 impl BatchWriter for SqliteWriter {
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
+        self.set_sync(batch)?;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
