@@ -54,7 +54,10 @@ async fn check_recovered(d: &Daemon, id: &str, before: &[Value]) {
     assert_dense(&events);
     // Nothing recorded before the restart was lost or changed.
     assert_eq!(&events[..before.len()], before);
-    let ended: Vec<&Value> = events.iter().filter(|e| e["type"] == "turn.ended").collect();
+    let ended: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn.ended")
+        .collect();
     assert_eq!(ended.len(), 2, "one ending per turn");
     assert_well_formed(&events);
     let native = events
@@ -64,7 +67,12 @@ async fn check_recovered(d: &Daemon, id: &str, before: &[Value]) {
         .expect("a native session id")
         .to_owned();
 
-    let info: Value = d.get(&format!("/v1/sessions/{id}")).await.json().await.unwrap();
+    let info: Value = d
+        .get(&format!("/v1/sessions/{id}"))
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(info["status"], "idle");
     assert_eq!(info["ended"], false);
     assert_eq!(info["turns"], 2);
@@ -84,7 +92,9 @@ async fn check_recovered(d: &Daemon, id: &str, before: &[Value]) {
         .expect("the third turn's start");
     // The mock was run with --continue: same conversation, history carried over.
     assert_eq!(start["native_session_id"], native.as_str());
-    let detail = start["data"]["item"]["content"][0]["detail"].as_str().unwrap();
+    let detail = start["data"]["item"]["content"][0]["detail"]
+        .as_str()
+        .unwrap();
     assert!(!detail.contains("messageHistoryLength=0"), "{detail}");
     let ended = events.last().unwrap();
     assert_eq!(ended["type"], "turn.ended");
@@ -105,7 +115,10 @@ async fn a_daemon_killed_mid_turn_recovers_its_sessions() {
     let d = Daemon::start_in(dir.path(), &["--store", &store]);
     // … until the new daemon kills it.
     let left = wait_session_empty(old, Duration::from_secs(10));
-    assert!(left.is_empty(), "orphaned agents {left:?} (were {agents:?})");
+    assert!(
+        left.is_empty(),
+        "orphaned agents {left:?} (were {agents:?})"
+    );
     check_recovered(&d, "r1", &before).await;
 
     // SSE clients resume exactly where they were.
@@ -167,7 +180,10 @@ fn a_corrupted_database_is_a_clear_error_at_start() {
         .output()
         .expect("run codebuffd");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "must not start on a corrupted database");
+    assert!(
+        !out.status.success(),
+        "must not start on a corrupted database"
+    );
     assert!(stderr.contains("codebuffd.db"), "names the file: {stderr}");
     assert!(!stderr.contains("panicked"), "no panic: {stderr}");
 }
