@@ -226,9 +226,9 @@ impl CodebuffConverter {
             parent_id: None,
             kind: ItemKind::Message,
             role: Some(ItemRole::User),
-            content: vec![ContentPart::Text {
+            content: Arc::new(vec![ContentPart::Text {
                 text: prompt.to_owned(),
-            }],
+            }]),
             status: ItemStatus::Completed,
         };
         let mut started = item.clone();
@@ -545,7 +545,7 @@ impl CodebuffConverter {
             parent_id: self.parent_of(e.agent_id.as_deref()),
             kind: ItemKind::ToolCall,
             role: Some(ItemRole::Assistant),
-            content,
+            content: Arc::new(content),
             status: ItemStatus::Completed,
         };
         whole_item(item, raw.clone(), out);
@@ -669,7 +669,7 @@ impl CodebuffConverter {
             parent_id: self.parent_of(agent),
             kind: ItemKind::ToolResult,
             role: Some(ItemRole::Tool),
-            content,
+            content: Arc::new(content),
             status,
         };
         if self.results.remove(&e.tool_call_id).is_some() {
@@ -809,9 +809,9 @@ impl CodebuffConverter {
             parent_id: None,
             kind: ItemKind::Unknown,
             role: None,
-            content: vec![ContentPart::Json {
+            content: Arc::new(vec![ContentPart::Json {
                 json: Value::Object(e.fields),
-            }],
+            }]),
             status: ItemStatus::Completed,
         };
         whole_item(item, raw, out);
@@ -973,7 +973,7 @@ impl CodebuffConverter {
             parent_id: self.parent_of(e.parent_agent_id.as_deref()),
             kind: ItemKind::Status,
             role: Some(ItemRole::System),
-            content: vec![
+            content: Arc::new(vec![
                 ContentPart::Status {
                     label: "subagent".to_owned(),
                     detail: Some(label),
@@ -981,7 +981,7 @@ impl CodebuffConverter {
                 ContentPart::Json {
                     json: Value::Object(detail),
                 },
-            ],
+            ]),
             status: ItemStatus::Completed,
         }
     }
@@ -1000,10 +1000,10 @@ impl CodebuffConverter {
             parent_id,
             kind: ItemKind::Status,
             role: Some(ItemRole::System),
-            content: vec![ContentPart::Status {
+            content: Arc::new(vec![ContentPart::Status {
                 label: label.to_owned(),
                 detail,
-            }],
+            }]),
             status: ItemStatus::Completed,
         };
         whole_item(item, raw, out);
@@ -1077,7 +1077,7 @@ fn text_item(open: &OpenText, part: ContentPart) -> Item {
         parent_id: open.parent_id.clone(),
         kind: ItemKind::Message,
         role: Some(ItemRole::Assistant),
-        content: vec![part],
+        content: Arc::new(vec![part]),
         status: ItemStatus::InProgress,
     }
 }

@@ -136,7 +136,7 @@ impl LogSummary {
 /// was streamed before the interruption.
 fn append_delta(item: &mut Item, delta: &str) {
     use crate::universal::ContentPart;
-    match item.content.last_mut() {
+    match std::sync::Arc::make_mut(&mut item.content).last_mut() {
         Some(ContentPart::Text { text }) | Some(ContentPart::Reasoning { text, .. }) => {
             text.push_str(delta)
         }
@@ -219,7 +219,7 @@ mod tests {
         };
         assert_eq!(item.status, ItemStatus::Failed);
         assert_eq!(
-            item.content,
+            *item.content,
             vec![crate::universal::ContentPart::Text {
                 text: "partial".into()
             }]

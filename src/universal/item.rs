@@ -1,5 +1,7 @@
 //! Items: the units of a conversation (messages, tool calls and results, status lines).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::ContentPart;
@@ -16,7 +18,8 @@ pub struct Item {
     pub parent_id: Option<String>,
     pub kind: ItemKind,
     pub role: Option<ItemRole>,
-    pub content: Vec<ContentPart>,
+    /// Shared, because the same content goes out in `item.started` and `item.completed`.
+    pub content: Arc<Vec<ContentPart>>,
     pub status: ItemStatus,
 }
 
