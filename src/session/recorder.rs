@@ -12,6 +12,8 @@ use crate::universal::{
 pub struct Recorder {
     session_id: Arc<str>,
     next_sequence: u64,
+    /// The last native session id seen, shared by the events that carry it.
+    native: Option<Arc<str>>,
 }
 
 impl Recorder {
@@ -20,6 +22,7 @@ impl Recorder {
         Recorder {
             session_id: session_id.into(),
             next_sequence: recorded + 1,
+            native: None,
         }
     }
 
@@ -42,12 +45,15 @@ impl Recorder {
     ) -> UniversalEvent {
         let sequence = self.next_sequence;
         self.next_sequence += 1;
+        if self.native.as_deref() != native_session_id {
+            self.native = native_session_id.map(Arc::from);
+        }
         UniversalEvent::from_draft(
             draft,
             sequence,
             time,
             self.session_id.clone(),
-            native_session_id.map(str::to_owned),
+            self.native.clone(),
         )
     }
 }

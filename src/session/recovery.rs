@@ -45,7 +45,7 @@ impl LogSummary {
     pub fn observe(&mut self, e: &UniversalEvent) {
         self.last_sequence = e.sequence;
         if let Some(id) = &e.native_session_id {
-            self.native_session_id = Some(id.clone());
+            self.native_session_id = Some(id.to_string());
         }
         match &e.data {
             EventData::TurnStarted(t) => {

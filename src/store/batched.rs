@@ -180,7 +180,7 @@ impl EventStore for BatchedStore {
             return Ok(first - 1);
         }
         self.writer.reserve(drafts.len())?;
-        let native = native_session_id.map(str::to_owned);
+        let native: Option<Arc<str>> = native_session_id.map(Arc::from);
         let events: Vec<Arc<StoredEvent>> = drafts
             .drain(..)
             .zip(first..)

@@ -95,6 +95,7 @@ impl EventStore for MemoryStore {
         native_session_id: Option<&str>,
     ) -> Result<u64, StoreError> {
         let log = self.log(session_id)?;
+        let native: Option<Arc<str>> = native_session_id.map(Arc::from);
         // One writer at a time; readers wait only while the finished events are pushed.
         let _writer = log.append.lock().unwrap_or_else(|p| p.into_inner());
         let first = log.events.read().unwrap_or_else(|p| p.into_inner()).len() as u64 + 1;
@@ -110,7 +111,7 @@ impl EventStore for MemoryStore {
                     sequence,
                     time.clone(),
                     log.session_id.clone(),
-                    native_session_id.map(str::to_owned),
+                    native.clone(),
                 );
                 buf.clear();
                 // Serializing plain data into a Vec cannot fail, and JSON is UTF-8.

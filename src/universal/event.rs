@@ -23,8 +23,8 @@ pub struct UniversalEvent {
     /// RFC 3339 UTC with sub-second precision (shared by the events of one agent line).
     pub time: Arc<str>,
     pub session_id: Arc<str>,
-    /// The agent's conversation id once known.
-    pub native_session_id: Option<String>,
+    /// The agent's conversation id once known (shared by the events of a session).
+    pub native_session_id: Option<Arc<str>>,
     /// True when the daemon made the event up (`source` is then `daemon`).
     pub synthetic: bool,
     pub data: EventData,
@@ -198,7 +198,7 @@ impl UniversalEvent {
         sequence: u64,
         time: Arc<str>,
         session_id: Arc<str>,
-        native_session_id: Option<String>,
+        native_session_id: Option<Arc<str>>,
     ) -> Self {
         UniversalEvent {
             sequence,
@@ -295,7 +295,7 @@ struct WireEvent {
     sequence: u64,
     time: Arc<str>,
     session_id: Arc<str>,
-    native_session_id: Option<String>,
+    native_session_id: Option<Arc<str>>,
     synthetic: bool,
     #[serde(rename = "type")]
     event_type: String,
