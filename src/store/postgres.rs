@@ -226,7 +226,7 @@ impl PgConn {
 
     /// The open client, connecting first if there is none or it was closed.
     fn client(&mut self) -> Result<&mut Client, StoreError> {
-        if self.client.as_ref().map_or(true, Client::is_closed) {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             self.statements.clear();
             let client = self.config.connect(NoTls).map_err(|e| {
