@@ -84,22 +84,8 @@ fn session(store: &dyn EventStore, name: &str) -> String {
     let id = format!("bench-{name}-{}", uuid::Uuid::new_v4().simple());
     store
         .create(&SessionRecord {
-            session_id: id.clone(),
-            agent: "mock".into(),
-            created_at: 1,
-            updated_at: 1,
-            settings: serde_json::json!({}),
-            native_session_id: None,
             status: "running".into(),
-            ended: false,
-            end_reason: None,
-            end_message: None,
-            cost_credits: 0.0,
-            turns: 0,
-            event_count: 0,
-            next_item: 1,
-            running: None,
-            owner: String::new(),
+            ..SessionRecord::new(&id, "mock", serde_json::json!({}), "", 1)
         })
         .expect("create");
     id

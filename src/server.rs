@@ -14,7 +14,7 @@ use crate::agent::Launcher;
 use crate::config::DaemonConfig;
 use crate::http::{router, HttpOptions};
 use crate::session::{Limits, SessionContext, SessionManager};
-use crate::store::{open_store_with, StoreOptions};
+use crate::store::{open_store_with, redact_spec, StoreOptions};
 
 /// How long shutdown waits for sessions to end their turns.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
@@ -38,8 +38,12 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         visible_after_commit: true,
         ..StoreOptions::default()
     };
-    let store = open_store_with(&config.store, &config.data_dir, options)
-        .with_context(|| format!("cannot open the event store `{}`", redact(&config.store)))?;
+    let store = open_store_with(&config.store, &config.data_dir, options).with_context(|| {
+        format!(
+            "cannot open the event store `{}`",
+            redact_spec(&config.store)
+        )
+    })?;
     let launcher = Arc::new(Launcher::new(config.agent_command.clone(), None));
     let limits = Limits {
         turn_timeout: config.turn_timeout,
@@ -100,20 +104,6 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(DRAIN_LIMIT, server).await;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// A store spec without the password of a `postgres://user:password@…` URL, for messages.
-fn redact(spec: &str) -> String {
-    match (spec.find("://"), spec.find('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &spec[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &spec[..scheme + 3], &spec[at..]),
-                None => spec.to_owned(),
-            }
-        }
-        _ => spec.to_owned(),
-    }
 }
 
 async fn shutdown_signal() {

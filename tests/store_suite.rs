@@ -177,24 +177,7 @@ suite!(
 // Helpers.
 
 fn record(id: &str, created_at: u64) -> SessionRecord {
-    SessionRecord {
-        session_id: id.into(),
-        agent: "mock".into(),
-        created_at,
-        updated_at: created_at,
-        settings: serde_json::json!({}),
-        native_session_id: None,
-        status: "idle".into(),
-        ended: false,
-        end_reason: None,
-        end_message: None,
-        cost_credits: 0.0,
-        turns: 0,
-        event_count: 0,
-        next_item: 1,
-        running: None,
-        owner: "daemon-1".into(),
-    }
+    SessionRecord::new(id, "mock", serde_json::json!({}), "daemon-1", created_at)
 }
 
 /// An agent event with a raw line: JSON, text, or none, depending on `n`.

@@ -22,7 +22,7 @@ use super::info::{EndState, SessionInfo, SessionStatus};
 use super::settings::{CreateRequest, SessionSettings};
 use super::{Recorder, SessionError};
 use crate::agent::AgentKind;
-use crate::store::{EventStore, SessionRecord, StoreError};
+use crate::store::{EventStore, RunningProcess, SessionRecord, StoreError};
 use crate::universal::{format_time, Cost};
 
 /// Longest accepted session id.
@@ -110,22 +110,14 @@ impl SessionManager {
         }
         let now = now_ms();
         let record = SessionRecord {
-            session_id: id.to_owned(),
-            agent: settings.agent.id().to_owned(),
-            created_at: now,
-            updated_at: now,
-            settings: settings.to_json(),
-            native_session_id: None,
-            status: "idle".into(),
-            ended: false,
-            end_reason: None,
-            end_message: None,
-            cost_credits: 0.0,
-            turns: 0,
-            event_count: 1,
-            next_item: 1,
-            running: None,
-            owner: self.ctx.instance_id.clone(),
+            event_count: 1, // session.started, appended next
+            ..SessionRecord::new(
+                id,
+                settings.agent.id(),
+                settings.to_json(),
+                &self.ctx.instance_id,
+                now,
+            )
         };
         self.ctx.store.create(&record).map_err(|e| match e {
             StoreError::AlreadyExists(id) => SessionError::AlreadyExists(id),
@@ -134,7 +126,7 @@ impl SessionManager {
         let mut drafts = vec![Recorder::session_started(settings.metadata())];
         let time = format_time(time::OffsetDateTime::now_utc()).into();
         self.ctx.store.append(id, &mut drafts, time, None)?;
-        let shared: Shared = Arc::new(Mutex::new(Live {
+        let live = Live {
             status: SessionStatus::Idle,
             end: None,
             native_session_id: None,
@@ -142,27 +134,8 @@ impl SessionManager {
             turns: 0,
             event_count: 1,
             updated_at: now,
-        }));
-        let (tx, rx) = mpsc::unbounded_channel();
-        let id: Arc<str> = id.into();
-        let actor = Actor::new(
-            id.clone(),
-            settings.clone(),
-            self.ctx.clone(),
-            shared.clone(),
-            rx,
-            now,
-        );
-        let task = tokio::spawn(actor.run());
-        let handle = Arc::new(Handle {
-            id: id.clone(),
-            settings,
-            created_at: now,
-            order: self.next_order.fetch_add(1, Ordering::Relaxed),
-            shared,
-            tx,
-            task: Mutex::new(Some(task)),
-        });
+        };
+        let handle = self.start_actor(id, settings, live, now, None);
         tracing::info!(session = %id, agent = handle.settings.agent.id(), "session created");
         let info = info_of(&handle);
         sessions.insert(id.to_string(), handle);
@@ -197,7 +170,7 @@ impl SessionManager {
                         .unwrap_or_else(|| "the agent failed".into()),
                 )),
             };
-            let shared: Shared = Arc::new(Mutex::new(Live {
+            let live = Live {
                 status: if end.is_some() {
                     SessionStatus::Ended
                 } else {
@@ -213,32 +186,15 @@ impl SessionManager {
                     .last_sequence(&record.session_id)
                     .unwrap_or(record.event_count),
                 updated_at: record.updated_at,
-            }));
-            let (tx, rx) = mpsc::unbounded_channel();
-            let id: Arc<str> = record.session_id.as_str().into();
-            let settings = Arc::new(settings);
-            let actor = Actor::new(
-                id.clone(),
-                settings.clone(),
-                self.ctx.clone(),
-                shared.clone(),
-                rx,
+            };
+            let handle = self.start_actor(
+                &record.session_id,
+                Arc::new(settings),
+                live,
                 record.created_at,
-            )
-            .restoring(record.running.clone());
-            let task = tokio::spawn(actor.run());
-            sessions.insert(
-                record.session_id.clone(),
-                Arc::new(Handle {
-                    id,
-                    settings,
-                    created_at: record.created_at,
-                    order: self.next_order.fetch_add(1, Ordering::Relaxed),
-                    shared,
-                    tx,
-                    task: Mutex::new(Some(task)),
-                }),
+                Some(record.running.clone()),
             );
+            sessions.insert(record.session_id.clone(), handle);
             loaded += 1;
         }
         if others > 0 {
@@ -248,6 +204,42 @@ impl SessionManager {
             );
         }
         Ok(loaded)
+    }
+
+    /// Starts the actor of a session (a new one, or with `restore` = the running agent its
+    /// record names, a stored one to recover) and returns its handle.
+    fn start_actor(
+        &self,
+        id: &str,
+        settings: Arc<SessionSettings>,
+        live: Live,
+        created_at: u64,
+        restore: Option<Option<RunningProcess>>,
+    ) -> Arc<Handle> {
+        let shared: Shared = Arc::new(Mutex::new(live));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let id: Arc<str> = id.into();
+        let mut actor = Actor::new(
+            id.clone(),
+            settings.clone(),
+            self.ctx.clone(),
+            shared.clone(),
+            rx,
+            created_at,
+        );
+        if let Some(running) = restore {
+            actor = actor.restoring(running);
+        }
+        let task = tokio::spawn(actor.run());
+        Arc::new(Handle {
+            id,
+            settings,
+            created_at,
+            order: self.next_order.fetch_add(1, Ordering::Relaxed),
+            shared,
+            tx,
+            task: Mutex::new(Some(task)),
+        })
     }
 
     /// Every session, newest first.

@@ -165,24 +165,7 @@ mod tests {
     }
 
     pub(crate) fn record(id: &str) -> SessionRecord {
-        SessionRecord {
-            session_id: id.into(),
-            agent: "mock".into(),
-            created_at: 1,
-            updated_at: 1,
-            settings: serde_json::json!({}),
-            native_session_id: None,
-            status: "idle".into(),
-            ended: false,
-            end_reason: None,
-            end_message: None,
-            cost_credits: 0.0,
-            turns: 0,
-            event_count: 0,
-            next_item: 1,
-            running: None,
-            owner: String::new(),
-        }
+        SessionRecord::new(id, "mock", serde_json::json!({}), "", 1)
     }
 
     #[test]

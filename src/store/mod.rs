@@ -98,6 +98,36 @@ pub struct SessionRecord {
     pub owner: String,
 }
 
+impl SessionRecord {
+    /// The record of a session just created: idle, no events yet, nothing spent.
+    pub fn new(
+        session_id: &str,
+        agent: &str,
+        settings: serde_json::Value,
+        owner: &str,
+        created_at: u64,
+    ) -> SessionRecord {
+        SessionRecord {
+            session_id: session_id.to_owned(),
+            agent: agent.to_owned(),
+            created_at,
+            updated_at: created_at,
+            settings,
+            native_session_id: None,
+            status: "idle".into(),
+            ended: false,
+            end_reason: None,
+            end_message: None,
+            cost_credits: 0.0,
+            turns: 0,
+            event_count: 0,
+            next_item: 1,
+            running: None,
+            owner: owner.to_owned(),
+        }
+    }
+}
+
 /// The agent process of a running turn, recorded so a restarted daemon can kill it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunningProcess {
@@ -202,7 +232,7 @@ pub fn open_store_with(
 }
 
 /// A spec fit for an error message: any password in a URL is left out.
-fn redact_spec(spec: &str) -> String {
+pub fn redact_spec(spec: &str) -> String {
     match (spec.find("://"), spec.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &spec[scheme + 3..at];
