@@ -63,7 +63,7 @@ pub fn convert_stream(
             Err(e) => return Err(e),
         };
         framer.push(&buf[..n], &mut |frame| {
-            convert_frame(&mut converter, frame, framer_limit(options), &mut drafts);
+            convert_frame(&mut converter, frame, options.max_line_bytes, &mut drafts);
             if io_result.is_ok() {
                 io_result = writer.write(&mut out, &converter, &mut drafts);
             }
@@ -73,40 +73,24 @@ pub fn convert_stream(
             .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
     }
     framer.finish(&mut |frame| {
-        convert_frame(&mut converter, frame, framer_limit(options), &mut drafts);
+        convert_frame(&mut converter, frame, options.max_line_bytes, &mut drafts);
     });
-    if !converter.turn_ended() {
-        let status = converter.failure_status();
-        converter.end_turn(
-            TurnOutcome {
-                status,
-                exit_code: None,
-                signal: None,
-                message: Some("the agent's output ended without a `finish` event".into()),
-                stderr: None,
-            },
-            &mut drafts,
-        );
-    } else {
-        // A fatal failure reported before `finish` still ends the session.
-        converter.end_turn(
-            TurnOutcome {
-                status: converter.failure_status(),
-                exit_code: None,
-                signal: None,
-                message: None,
-                stderr: None,
-            },
-            &mut drafts,
-        );
-    }
+    // Without `finish` the turn ends here as failed; a fatal failure also ends the session.
+    let message = (!converter.turn_ended())
+        .then(|| "the agent's output ended without a `finish` event".to_owned());
+    converter.end_turn(
+        TurnOutcome {
+            status: converter.failure_status(),
+            exit_code: None,
+            signal: None,
+            message,
+            stderr: None,
+        },
+        &mut drafts,
+    );
     writer.write(&mut out, &converter, &mut drafts)?;
     out.flush()?;
     Ok(writer.written)
-}
-
-fn framer_limit(options: &ConvertOptions) -> usize {
-    options.max_line_bytes
 }
 
 /// Converts one framed stdout line; blank lines carry nothing and are skipped.

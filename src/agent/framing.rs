@@ -36,11 +36,6 @@ impl LineFramer {
         }
     }
 
-    /// The configured limit.
-    pub fn limit(&self) -> usize {
-        self.max
-    }
-
     /// Feeds a chunk, calling `emit` for every line it completes.
     pub fn push(&mut self, mut chunk: &[u8], emit: &mut dyn FnMut(Frame<'_>)) {
         while !chunk.is_empty() {

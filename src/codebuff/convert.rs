@@ -246,7 +246,7 @@ impl CodebuffConverter {
     /// Returns true when the session ended.
     pub fn end_turn(&mut self, outcome: TurnOutcome, out: &mut Vec<EventDraft>) -> bool {
         if !self.turn.ended {
-            self.close_everything(ItemStatus::Failed, None, out);
+            self.close_everything(ItemStatus::Failed, out);
             self.turn.ended = true;
             out.push(EventDraft::synthetic(EventData::TurnEnded(TurnData {
                 phase: TurnPhase::Ended,
@@ -276,6 +276,20 @@ impl CodebuffConverter {
             },
         )));
         true
+    }
+
+    /// Records that the turn failed before the agent could run (its command cannot start, no
+    /// credential): a synthetic `error`, and the failure is fatal, so [`Self::end_turn`] also
+    /// ends the session (rule 6).
+    pub fn fail_to_start(&mut self, message: &str, out: &mut Vec<EventDraft>) {
+        let code = "agent_start_failed";
+        self.turn.fatal = Some((code.to_owned(), message.to_owned()));
+        self.turn.last_error_code = Some(code.to_owned());
+        out.push(EventDraft::synthetic(EventData::Error(ErrorData {
+            message: message.to_owned(),
+            code: Some(code.to_owned()),
+            details: None,
+        })));
     }
 
     /// Converts one stdout line (without its terminator). Never fails: a line that is not an
@@ -349,7 +363,7 @@ impl CodebuffConverter {
             PrintModeEvent::Finish(e) => self.finish(e, raw, out),
             PrintModeEvent::Download(e) => {
                 let detail = serde_json::json!({"type": "download", "version": e.version, "status": e.status});
-                self.status_item("download", Some(detail.to_string()), None, raw, out);
+                self.status_item("download", Some(detail.to_string()), raw, out);
             }
             PrintModeEvent::Other(e) => self.other(e, raw, out),
         }
@@ -433,7 +447,7 @@ impl CodebuffConverter {
             e.agent_id.as_deref().unwrap_or("none"),
             e.message_history_length.unwrap_or(0)
         );
-        self.status_item("codebuff.start", Some(detail), None, raw, out);
+        self.status_item("codebuff.start", Some(detail), raw, out);
     }
 
     fn text_delta(&mut self, e: TextEvent, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
@@ -772,10 +786,10 @@ impl CodebuffConverter {
     fn finish(&mut self, e: FinishEvent, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
         if self.turn.ended {
             let detail = serde_json::json!({"agentId": e.agent_id, "totalCost": e.total_cost});
-            self.status_item("codebuff.finish", Some(detail.to_string()), None, raw, out);
+            self.status_item("codebuff.finish", Some(detail.to_string()), raw, out);
             return;
         }
-        self.close_everything(ItemStatus::Completed, None, out);
+        self.close_everything(ItemStatus::Completed, out);
         let cost = Cost::from_credits(e.total_cost.unwrap_or(0.0));
         self.session_cost = self.session_cost.plus(cost);
         self.turn.ended = true;
@@ -800,7 +814,7 @@ impl CodebuffConverter {
     fn other(&mut self, e: OtherEvent, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
         if e.is_fork_type() {
             let detail = Value::Object(e.fields).to_string();
-            self.status_item(&e.event_type, Some(detail), None, raw, out);
+            self.status_item(&e.event_type, Some(detail), raw, out);
             return;
         }
         let item = Item {
@@ -902,28 +916,24 @@ impl CodebuffConverter {
     }
 
     /// Completes every open item (end of a turn); progress-only tool results always fail.
-    fn close_everything(
-        &mut self,
-        status: ItemStatus,
-        raw: Option<Arc<RawLine>>,
-        out: &mut Vec<EventDraft>,
-    ) {
+    /// Open items are completed in the order they were opened.
+    fn close_everything(&mut self, status: ItemStatus, out: &mut Vec<EventDraft>) {
         let mut reasoning: Vec<OpenReasoning> = self.reasoning.drain().map(|(_, r)| r).collect();
-        reasoning.sort_by(|a, b| a.open.item_id.cmp(&b.open.item_id));
+        reasoning.sort_by_key(|r| item_number(&r.open.item_id));
         for r in reasoning {
-            complete_text(r.open, status, reasoning_part, raw.clone(), out);
+            complete_text(r.open, status, reasoning_part, None, out);
         }
         let mut messages: Vec<OpenText> = self.messages.drain().map(|(_, m)| m).collect();
-        messages.sort_by(|a, b| a.item_id.cmp(&b.item_id));
+        messages.sort_by_key(|m| item_number(&m.item_id));
         for m in messages {
-            complete_text(m, status, text_part, raw.clone(), out);
+            complete_text(m, status, text_part, None, out);
         }
         let mut results: Vec<(String, OpenText)> = self.results.drain().collect();
-        results.sort_by(|a, b| a.1.item_id.cmp(&b.1.item_id));
+        results.sort_by_key(|(_, r)| item_number(&r.item_id));
         for (call_id, r) in results {
             let part = move |text: &str| result_part(&call_id, text);
             let mut drafts = Vec::new();
-            complete_text(r, ItemStatus::Failed, part, raw.clone(), &mut drafts);
+            complete_text(r, ItemStatus::Failed, part, None, &mut drafts);
             for mut d in drafts {
                 if let EventData::ItemCompleted(ItemEventData { item }) = &mut d.data {
                     item.kind = ItemKind::ToolResult;
@@ -934,7 +944,7 @@ impl CodebuffConverter {
         }
         let mut subagents: Vec<&mut Subagent> =
             self.subagents.values_mut().filter(|s| s.open).collect();
-        subagents.sort_by(|a, b| a.item.item_id.cmp(&b.item.item_id));
+        subagents.sort_by_key(|sub| item_number(&sub.item.item_id));
         for sub in subagents {
             sub.open = false;
             let mut item = sub.item.clone();
@@ -986,18 +996,18 @@ impl CodebuffConverter {
         }
     }
 
+    /// A status line from the agent (start, fork types, …): started and completed at once.
     fn status_item(
         &mut self,
         label: &str,
         detail: Option<String>,
-        parent_id: Option<String>,
         raw: Option<Arc<RawLine>>,
         out: &mut Vec<EventDraft>,
     ) {
         let item = Item {
             item_id: self.fresh_id(),
             native_item_id: None,
-            parent_id,
+            parent_id: None,
             kind: ItemKind::Status,
             role: Some(ItemRole::System),
             content: Arc::new(vec![ContentPart::Status {
@@ -1008,6 +1018,14 @@ impl CodebuffConverter {
         };
         whole_item(item, raw, out);
     }
+}
+
+/// The `N` of `itm_N`, for ordering items as they were opened.
+fn item_number(item_id: &str) -> u64 {
+    item_id
+        .strip_prefix("itm_")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
 }
 
 /// Parses a line into an event and its verbatim raw form, or says why it is not one.

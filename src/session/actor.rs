@@ -25,8 +25,8 @@ use crate::agent::{
 use crate::codebuff::{CodebuffConverter, QuestionError, Stream, TurnOutcome};
 use crate::store::{RunningProcess, SessionRecord};
 use crate::universal::{
-    format_time, Cost, ErrorData, EventData, EventDraft, QuestionData, SessionEndReason,
-    SessionEndedData, StderrCollector, TerminatedBy, TurnStatus,
+    format_time, Cost, EventData, EventDraft, QuestionData, SessionEndReason, SessionEndedData,
+    StderrCollector, TerminatedBy, TurnStatus,
 };
 
 /// Output events handled before the log is appended to (batching bounds append cost).
@@ -195,17 +195,20 @@ impl Actor {
             return;
         }
         let time: Arc<str> = format_time(time::OffsetDateTime::now_utc()).into();
-        let native = self.converter.native_session_id().map(str::to_owned);
+        let native = self.converter.native_session_id();
         match self
             .ctx
             .store
-            .append(&self.id, &mut self.drafts, time, native.as_deref())
+            .append(&self.id, &mut self.drafts, time, native)
         {
             Ok(last) => {
-                let mut live = self.live();
+                let mut live = self.shared.lock().unwrap_or_else(|p| p.into_inner());
                 live.event_count = last;
                 live.updated_at = now_ms();
-                live.native_session_id = native;
+                // The conversation id changes once; don't copy it on every append.
+                if live.native_session_id.as_deref() != native {
+                    live.native_session_id = native.map(str::to_owned);
+                }
                 live.cost = self.converter.session_cost();
             }
             Err(error) => {
@@ -450,7 +453,7 @@ impl Actor {
             let _ = tx.send(Ok(first));
         }
 
-        let outcome = match self.spawn(&queued.prompt) {
+        let (outcome, stop) = match self.spawn(&queued.prompt) {
             Ok(process) => {
                 let pid = process.pid();
                 self.persist(Some(RunningProcess {
@@ -465,51 +468,26 @@ impl Actor {
                 self.supervise(process).await
             }
             Err(message) => {
-                self.drafts
-                    .push(EventDraft::synthetic(EventData::Error(ErrorData {
-                        message: message.clone(),
-                        code: Some("agent_start_failed".into()),
-                        details: None,
-                    })));
-                TurnOutcome {
+                self.converter.fail_to_start(&message, &mut self.drafts);
+                let outcome = TurnOutcome {
                     status: TurnStatus::Failed,
                     exit_code: None,
                     signal: None,
-                    message: Some(message.clone()),
+                    message: Some(message),
                     stderr: None,
-                }
-                .fatal(message)
+                };
+                (outcome, None)
             }
         };
-        let (outcome, fatal, stop) = outcome;
-        if fatal.is_some() || self.converter.fatal_error().is_some() {
-            // The session ends with this turn.
+        // A fatal failure (credentials, credits, cannot start) ends the session with the turn.
+        let fatal = self.converter.fatal_error().map(|(_, m)| m.to_owned());
+        if fatal.is_some() {
             self.reject_stale_questions();
         }
         let session_ended = self.converter.end_turn(outcome, &mut self.drafts);
         self.flush();
-        if let Some(message) = fatal.filter(|_| !session_ended) {
-            // The command could not start: the session cannot go on (rule 6).
-            self.drafts
-                .push(EventDraft::synthetic(EventData::SessionEnded(
-                    SessionEndedData {
-                        reason: SessionEndReason::Error,
-                        terminated_by: TerminatedBy::Agent,
-                        message: Some(message.clone()),
-                        exit_code: None,
-                        stderr: None,
-                        cost: self.converter.session_cost(),
-                    },
-                )));
-            self.flush();
-            self.end_session_error(message);
-        } else if session_ended {
-            let message = self
-                .converter
-                .fatal_error()
-                .map(|(_, m)| m.to_owned())
-                .unwrap_or_else(|| "the agent failed fatally".to_owned());
-            self.end_session_error(message);
+        if session_ended {
+            self.end_session_error(fatal.unwrap_or_else(|| "the agent failed fatally".to_owned()));
         }
         match stop {
             Some(StopReason::Terminated) => self.end_session_terminated(),
@@ -566,10 +544,7 @@ impl Actor {
     }
 
     /// Reads the process to its exit while serving commands and watching the clocks.
-    async fn supervise(
-        &mut self,
-        mut process: AgentProcess,
-    ) -> (TurnOutcome, Option<String>, Option<StopReason>) {
+    async fn supervise(&mut self, mut process: AgentProcess) -> (TurnOutcome, Option<StopReason>) {
         let limits = self.ctx.limits.clone();
         let timeout = self.settings.turn_timeout.or(limits.turn_timeout);
         // The agent enforces `--timeout` itself; the daemon's deadline is a backstop after it.
@@ -668,7 +643,7 @@ impl Actor {
             message: Some(message),
             stderr: stderr.output(),
         };
-        (outcome, None, stop)
+        (outcome, stop)
     }
 
     /// Converts one output event of the running agent.
@@ -773,13 +748,6 @@ impl Actor {
                 self.waiting.push(reply);
             }
         }
-    }
-}
-
-impl TurnOutcome {
-    /// Marks an outcome as ending the session with `message`.
-    fn fatal(self, message: String) -> (TurnOutcome, Option<String>, Option<StopReason>) {
-        (self, Some(message), None)
     }
 }
 

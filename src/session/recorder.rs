@@ -31,11 +31,6 @@ impl Recorder {
         EventDraft::synthetic(EventData::SessionStarted(SessionStartedData { metadata }))
     }
 
-    /// The sequence the next event will get.
-    pub fn next_sequence(&self) -> u64 {
-        self.next_sequence
-    }
-
     /// Places one draft at the next sequence.
     pub fn record(
         &mut self,
