@@ -85,29 +85,10 @@ pub fn status_kib(pid: i32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Live processes whose session id is `sid` (the daemon and everything it started).
-fn session_members(sid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() > 3 && fields[0] != "Z" && fields[3].parse::<i32>() == Ok(sid) {
-            out.push(pid);
-        }
-    }
-    out
-}
+/// `session_members`: the daemon and everything it started (shared with the tests).
+#[path = "../../tests/support/procs.rs"]
+mod procs;
+use procs::session_members;
 
 /// SIGKILLs every live process of session `sid`.
 fn kill_session(sid: i32) {

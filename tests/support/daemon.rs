@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use super::procs::session_members;
+
 /// A running daemon.
 pub struct Daemon {
     child: Option<Child>,
@@ -447,31 +449,6 @@ impl Daemon {
             ended: false,
         }
     }
-}
-
-/// Live (non-zombie) processes whose session id is `sid`.
-pub fn session_members(sid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the parenthesised command: state ppid pgrp session …
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.len() > 3 && fields[0] != "Z" && fields[3].parse::<i32>() == Ok(sid) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 /// Waits until no live process of session `sid` remains; returns those still there.

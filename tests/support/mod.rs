@@ -5,3 +5,4 @@
 pub mod daemon;
 pub mod fake_backend;
 pub mod invariants;
+pub mod procs;
