@@ -681,6 +681,8 @@ async fn bad_requests_get_problem_documents() {
         .send()
         .await
         .unwrap();
+    // The unread rest of the body makes the connection unusable: the daemon says so.
+    assert_eq!(resp.headers()["connection"], "close");
     assert_problem(resp, 413, "payload_too_large").await;
     // A body just under the limit is fine.
     let resp = d

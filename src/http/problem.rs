@@ -85,6 +85,12 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the oversized body was never read, so the connection cannot carry
+            // another request: say so, or a pooling client reuses it and loses its next request.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         resp
     }
 }
