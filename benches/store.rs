@@ -194,7 +194,7 @@ fn rss(kind: &str) {
     loop {
         let page = store.read(&ids[0], cursor, 100).expect("read");
         let Some(last) = page.last() else { break };
-        cursor = last.event.sequence;
+        cursor = last.sequence;
         read += page.len();
     }
     assert_eq!(read, 10_000);

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use codebuffd::store::{
     open_store, open_store_with, wait_after, EventStore, MemoryStore, PostgresStore,
-    RunningProcess, SessionRecord, SqliteStore, StoreError, StoreOptions,
+    RunningProcess, SessionRecord, SqliteStore, StoreError, StoreOptions, StoredEvent,
 };
 use codebuffd::universal::{
     Cost, ErrorData, EventData, EventDraft, RawLine, SessionEndReason, SessionEndedData,
-    TerminatedBy, TurnData, TurnPhase,
+    TerminatedBy, TurnData, TurnPhase, UniversalEvent,
 };
 use serde_json::value::RawValue;
 
@@ -238,7 +238,7 @@ fn read_all(store: &dyn EventStore, id: &str, page: usize) -> Vec<String> {
             return out;
         }
         for e in &events {
-            assert_eq!(e.event.sequence, out.len() as u64 + 1, "dense, in order");
+            assert_eq!(e.sequence, out.len() as u64 + 1, "dense, in order");
             out.push(e.json(true).into_owned());
         }
     }
@@ -326,16 +326,16 @@ fn append_assigns_dense_sequences(db: &impl Backend) {
     assert_eq!(append(&*store, &id, Vec::new()), 9, "nothing to append");
     assert_eq!(store.last_sequence(&id).unwrap(), 9);
     let events = store.read(&id, 0, 100).unwrap();
-    let seqs: Vec<u64> = events.iter().map(|e| e.event.sequence).collect();
+    let seqs: Vec<u64> = events.iter().map(|e| e.sequence).collect();
     assert_eq!(seqs, (1..=9).collect::<Vec<_>>());
     assert!(events[4].json.contains(r#""event_id":"evt_5""#));
     assert!(
         events[4].json.contains(r#""raw":null"#),
         "stored JSON has no raw"
     );
-    assert_eq!(&*events[0].event.session_id, id.as_str());
+    assert_eq!(&*events[0].decode().unwrap().session_id, id.as_str());
     let page = store.read(&id, 2, 3).unwrap();
-    let seqs: Vec<u64> = page.iter().map(|e| e.event.sequence).collect();
+    let seqs: Vec<u64> = page.iter().map(|e| e.sequence).collect();
     assert_eq!(seqs, vec![3, 4, 5]);
     assert!(store.read(&id, 9, 10).unwrap().is_empty());
     assert!(store.read(&id, 100, 10).unwrap().is_empty());
@@ -366,7 +366,7 @@ fn read_pages_across_the_tail_and_the_database(db: &impl Backend) {
     assert_eq!(read_all(&*store, &id, 37), want);
     let page = store.read(&id, 4700, 1000).unwrap();
     assert_eq!(page.len(), 300);
-    assert_eq!(page[0].event.sequence, 4701);
+    assert_eq!(page[0].sequence, 4701);
     // … and once the session has ended (nothing kept in memory for it).
     let end = append(&*store, &id, vec![session_ended()]);
     expected.append(vec![session_ended()]);
@@ -389,10 +389,11 @@ fn raw_lines_round_trip_exactly(db: &impl Backend) {
         assert_eq!(events.len(), 6);
         for (n, e) in events.iter().enumerate() {
             let original = draft(n as u64);
-            assert_eq!(e.event.raw, original.raw, "raw of event {}", n + 1);
-            assert_eq!(e.event.data, original.data);
-            assert_eq!(e.event.native_session_id.as_deref(), Some("native"));
-            assert!(!e.event.synthetic);
+            let event = e.decode().unwrap();
+            assert_eq!(event.raw, original.raw, "raw of event {}", n + 1);
+            assert_eq!(event.data, original.data);
+            assert_eq!(event.native_session_id.as_deref(), Some("native"));
+            assert!(!event.synthetic);
         }
         let text = events[2].json(true);
         assert!(
@@ -429,7 +430,7 @@ fn subscribers_wake_on_append(db: &impl Backend) {
         assert_eq!(*rx.borrow(), 3);
         let events = store.read(&id, 2, 10).unwrap();
         assert_eq!(events.len(), 1);
-        assert_eq!(events[0].event.event_type(), "turn.ended");
+        assert_eq!(events[0].event_type, "turn.ended");
         task.await.unwrap();
     });
 }
@@ -450,7 +451,7 @@ fn turn_end_is_durable_once_append_returns(db: &impl Backend) {
         assert_eq!(fresh.last_sequence(&id).unwrap(), 15);
         let events = fresh.read(&id, 0, 100).unwrap();
         assert_eq!(events.len(), 15);
-        assert_eq!(events[14].event.event_type(), "turn.ended");
+        assert_eq!(events[14].event_type, "turn.ended");
         // The same holds for session.ended.
         append(&*store, &id, vec![draft(15), session_ended()]);
         let fresh = db.open();
@@ -499,10 +500,7 @@ fn reopen_keeps_records_events_and_the_next_sequence(db: &impl Backend) {
         assert_eq!(store.last_sequence(id).unwrap(), last);
         assert_eq!(read_all(&*store, id, 100), expected[n].json());
         assert_eq!(append(&*store, id, vec![draft(7)]), last + 1);
-        assert_eq!(
-            store.read(id, last, 10).unwrap()[0].event.sequence,
-            last + 1
-        );
+        assert_eq!(store.read(id, last, 10).unwrap()[0].sequence, last + 1);
     }
     // Subscriptions work for a session loaded from the database.
     let rx = store.subscribe(&ids[0]).unwrap();
@@ -670,7 +668,7 @@ fn concurrent_readers_see_no_gap_and_no_duplicate(db: &impl Backend) {
                             continue;
                         }
                         for e in events {
-                            assert_eq!(e.event.sequence, cursor + 1, "reader {r}");
+                            assert_eq!(e.sequence, cursor + 1, "reader {r}");
                             assert!(e.json.contains(&format!("\"evt_{}\"", cursor + 1)));
                             cursor += 1;
                         }
@@ -979,7 +977,133 @@ fn a_version_1_sqlite_database_is_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
+}
+
+#[test]
+fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
+    // Version 2 kept one row per event.
+    const SCHEMA_V2: &str = "
+        CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY NOT NULL, agent TEXT NOT NULL,
+            created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, settings TEXT NOT NULL,
+            native_session_id TEXT, status TEXT NOT NULL, ended INTEGER NOT NULL,
+            end_reason TEXT, end_message TEXT, cost_credits REAL NOT NULL,
+            turns INTEGER NOT NULL, event_count INTEGER NOT NULL, next_item INTEGER NOT NULL,
+            running_pid INTEGER, running_pgid INTEGER, running_start_ticks INTEGER,
+            owner TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX sessions_by_age ON sessions (created_at, session_id);
+        CREATE TABLE events (
+            session_id TEXT NOT NULL, sequence INTEGER NOT NULL, type TEXT NOT NULL,
+            event TEXT NOT NULL, raw TEXT, raw_is_text INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (session_id, sequence)
+        );
+        PRAGMA user_version = 2;";
+    let dir = TempDir::new();
+    let path = dir.0.join("codebuffd.db");
+    // The events as a version-2 daemon wrote them: the same JSON and raw text this one makes.
+    let written: Vec<StoredEvent> = (1..=5)
+        .map(|n| {
+            let event = UniversalEvent::from_draft(draft(n), n, "t".into(), "old".into(), None);
+            StoredEvent::new(event)
+        })
+        .collect();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(SCHEMA_V2).unwrap();
+    conn.execute_batch(V1_SESSION).unwrap();
+    for e in &written {
+        conn.execute(
+            "INSERT INTO events VALUES ('old', ?1, ?2, ?3, ?4, ?5)",
+            rusqlite::params![
+                e.sequence as i64,
+                e.event_type,
+                e.json,
+                e.raw.as_ref().map(|r| r.json().into_owned()),
+                e.raw.as_ref().is_some_and(|r| r.is_text()),
+            ],
+        )
+        .unwrap();
+    }
+    drop(conn);
+
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.last_sequence("old").unwrap(), 5);
+    let read = store.read("old", 0, 10).unwrap();
+    assert_eq!(read.len(), 5);
+    for (got, want) in read.iter().zip(&written) {
+        assert_eq!(got.json(true), want.json(true));
+        assert_eq!(got.decode().unwrap(), want.decode().unwrap());
+    }
+    assert_eq!(append(&store, "old", vec![draft(6)]), 6);
+    store.flush().unwrap();
+    drop(store);
+
+    // The view shows one row per event, old and new alike.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 3);
+    let rows: Vec<(i64, String, String, Option<String>)> = conn
+        .prepare("SELECT sequence, type, event, raw FROM events WHERE session_id = 'old' ORDER BY sequence")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 6);
+    for (row, want) in rows.iter().zip(&written) {
+        assert_eq!(row.0, want.sequence as i64);
+        assert_eq!(row.1, "error");
+        let event: serde_json::Value = serde_json::from_str(&row.2).unwrap();
+        let expected: serde_json::Value = serde_json::from_str(&want.json).unwrap();
+        assert_eq!(event, expected);
+        let raw = row
+            .3
+            .as_deref()
+            .map(|r| serde_json::from_str::<serde_json::Value>(r).unwrap());
+        let expected_raw = want
+            .raw
+            .as_ref()
+            .map(|r| serde_json::from_str::<serde_json::Value>(&r.json()).unwrap());
+        assert_eq!(raw, expected_raw, "raw of event {}", want.sequence);
+    }
+}
+
+#[test]
+fn the_sqlite_events_view_shows_every_event_of_a_large_batch() {
+    let dir = TempDir::new();
+    let path = dir.0.join("codebuffd.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.create(&record("big", 1)).unwrap();
+    // More events than one chunk row holds, appended at once so they are committed together.
+    assert_eq!(append(&store, "big", (1..=700).map(draft).collect()), 700);
+    store.flush().unwrap();
+    let read = store.read("big", 250, 300).unwrap();
+    assert_eq!(read.first().unwrap().sequence, 251);
+    assert_eq!(read.last().unwrap().sequence, 550);
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let (count, min, max, chunks): (i64, i64, i64, i64) = conn
+        .query_row(
+            "SELECT count(*), min(sequence), max(sequence), \
+             (SELECT count(*) FROM event_chunks WHERE session_id = 'big') \
+             FROM events WHERE session_id = 'big'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!((count, min, max), (700, 1, 700));
+    assert!(chunks >= 3, "{chunks} chunks");
+    let message: String = conn
+        .query_row(
+            "SELECT event ->> '$.data.message' FROM events WHERE session_id = 'big' AND sequence = 613",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(message, "event 613");
 }
 
 #[test]

@@ -66,7 +66,7 @@ pub async fn poll_events(
     let include_raw = q.include_raw.unwrap_or(false);
     let events = store.read(&id, after, limit).map_err(store_problem)?;
     let last = store.last_sequence(&id).map_err(store_problem)?;
-    let has_more = events.last().map_or(after, |e| e.event.sequence) < last;
+    let has_more = events.last().map_or(after, |e| e.sequence) < last;
     let mut body =
         String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum::<usize>() + 32);
     body.push_str("{\"events\":[");
@@ -184,7 +184,7 @@ struct Cursor {
 /// True for the events that end a turn stream.
 fn closes_turn(event: &StoredEvent) -> bool {
     matches!(
-        event.event.event_type(),
+        event.event_type,
         "turn.ended" | "session.ended" | "question.requested" | "permission.requested"
     )
 }
@@ -192,7 +192,7 @@ fn closes_turn(event: &StoredEvent) -> bool {
 /// Appends one event as SSE: `id: <sequence>`, `data: <json>` (compact JSON has no newline).
 fn push_sse(out: &mut String, event: &StoredEvent, include_raw: bool) {
     use std::fmt::Write;
-    let _ = write!(out, "id: {}\ndata: ", event.event.sequence);
+    let _ = write!(out, "id: {}\ndata: ", event.sequence);
     out.push_str(&event.json(include_raw));
     out.push_str("\n\n");
 }
@@ -241,7 +241,7 @@ fn log_stream(
             let mut text = String::with_capacity(page.iter().map(|e| e.json.len() + 32).sum());
             for e in &page {
                 push_sse(&mut text, e, c.include_raw);
-                c.after = e.event.sequence;
+                c.after = e.sequence;
                 if c.until_turn_end && closes_turn(e) {
                     c.done = true;
                     break;
@@ -280,10 +280,10 @@ pub async fn transcript(
             };
             let mut chunk = String::new();
             let mut last = after;
-            for e in page.iter().take_while(|e| e.event.sequence <= end) {
+            for e in page.iter().take_while(|e| e.sequence <= end) {
                 chunk.push_str(&e.json(include_raw));
                 chunk.push('\n');
-                last = e.event.sequence;
+                last = e.sequence;
             }
             Some((Ok::<_, std::io::Error>(chunk), last.max(after + 1)))
         }

@@ -274,7 +274,15 @@ impl Actor {
             loop {
                 match store.read(&id, summary.last_sequence, 1024) {
                     Ok(page) if !page.is_empty() => {
-                        page.iter().for_each(|e| summary.observe(&e.event));
+                        for stored in &page {
+                            match stored.decode() {
+                                Ok(event) => summary.observe(&event),
+                                Err(error) => {
+                                    tracing::error!(session = %id, %error, "an event of the log cannot be read back");
+                                    summary.last_sequence = stored.sequence;
+                                }
+                            }
+                        }
                     }
                     Ok(_) => break,
                     Err(error) => {

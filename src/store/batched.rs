@@ -18,11 +18,10 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
 
-use super::row::{ends_session, ends_something};
 use super::tail::SessionLog;
 use super::writer::{BatchWriter, Op, Writer};
 use super::{EventStore, SessionRecord, StoreError, StoredEvent};
-use crate::universal::{EventDraft, UniversalEvent};
+use crate::universal::EventDraft;
 
 /// The read side of a database, callable from any thread (including async runtime threads).
 pub(crate) trait StoreReader: Send + Sync + 'static {
@@ -180,23 +179,11 @@ impl EventStore for BatchedStore {
             return Ok(first - 1);
         }
         self.writer.reserve(drafts.len())?;
-        let native: Option<Arc<str>> = native_session_id.map(Arc::from);
-        let events: Vec<Arc<StoredEvent>> = drafts
-            .drain(..)
-            .zip(first..)
-            .map(|(draft, sequence)| {
-                Arc::new(StoredEvent::new(UniversalEvent::from_draft(
-                    draft,
-                    sequence,
-                    time.clone(),
-                    log.session_id.clone(),
-                    native.clone(),
-                )))
-            })
-            .collect();
+        let events =
+            StoredEvent::stamp_all(drafts, first, &time, &log.session_id, native_session_id);
         let last = first + events.len() as u64 - 1;
-        let must_commit = events.iter().any(|e| ends_something(&e.event));
-        let closes = events.iter().any(|e| ends_session(&e.event));
+        let must_commit = events.iter().any(|e| e.ends_something());
+        let closes = events.iter().any(|e| e.ends_session());
         log.tail().push(&events, closes);
         if must_commit {
             self.writer.call(|done| Op::Events {
@@ -242,7 +229,7 @@ impl EventStore for BatchedStore {
             };
             let events = self.reader.read_events(session_id, cursor, upto)?;
             for (stored, expected) in events.into_iter().zip(cursor + 1..) {
-                if stored.event.sequence != expected {
+                if stored.sequence != expected {
                     break;
                 }
                 cursor = expected;
@@ -372,10 +359,13 @@ mod tests {
                         records.insert(r.session_id.clone(), (*r).clone());
                         true
                     }
-                    Write::Events(list) => {
+                    Write::Events {
+                        session_id,
+                        events: list,
+                    } => {
                         for e in list.iter() {
-                            let key = (e.event.session_id.to_string(), e.event.sequence);
-                            events.insert(key, e.event.to_json(true));
+                            let key = ((*session_id).to_owned(), e.sequence);
+                            events.insert(key, e.json.clone());
                         }
                         true
                     }
@@ -392,10 +382,10 @@ mod tests {
             upto: u64,
         ) -> Result<Vec<StoredEvent>, StoreError> {
             let events = self.0.events.lock().unwrap();
-            Ok(events
+            events
                 .range((session_id.to_owned(), after + 1)..=(session_id.to_owned(), upto))
-                .map(|(_, json)| StoredEvent::new(serde_json::from_str(json).unwrap()))
-                .collect())
+                .map(|((_, seq), json)| StoredEvent::from_stored(*seq, json.clone(), None))
+                .collect()
         }
 
         fn session_tip(&self, session_id: &str) -> Result<Option<u64>, StoreError> {
@@ -478,7 +468,7 @@ mod tests {
         assert_eq!(db.events.lock().unwrap().len(), 1000);
         let all = store.read("s", 0, 2000).unwrap();
         assert_eq!(all.len(), 1000);
-        assert!(all.iter().zip(1..).all(|(e, n)| e.event.sequence == n));
+        assert!(all.iter().zip(1..).all(|(e, n)| e.sequence == n));
         store
             .append("s", &mut vec![session_ended()], "t".into(), None)
             .unwrap();

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::watch;
 
 use super::{EventStore, SessionRecord, StoreError, StoredEvent};
-use crate::universal::{EventDraft, UniversalEvent};
+use crate::universal::EventDraft;
 
 struct Log {
     session_id: Arc<str>,
@@ -95,31 +95,11 @@ impl EventStore for MemoryStore {
         native_session_id: Option<&str>,
     ) -> Result<u64, StoreError> {
         let log = self.log(session_id)?;
-        let native: Option<Arc<str>> = native_session_id.map(Arc::from);
         // One writer at a time; readers wait only while the finished events are pushed.
         let _writer = log.append.lock().unwrap_or_else(|p| p.into_inner());
         let first = log.events.read().unwrap_or_else(|p| p.into_inner()).len() as u64 + 1;
-        // Each event is serialized into one reused buffer and copied out at its exact size: no
-        // buffer regrown per event, no slack kept for the log's lifetime.
-        let mut buf = Vec::with_capacity(1024);
-        let stored: Vec<Arc<StoredEvent>> = drafts
-            .drain(..)
-            .zip(first..)
-            .map(|(draft, sequence)| {
-                let event = UniversalEvent::from_draft(
-                    draft,
-                    sequence,
-                    time.clone(),
-                    log.session_id.clone(),
-                    native.clone(),
-                );
-                buf.clear();
-                // Serializing plain data into a Vec cannot fail, and JSON is UTF-8.
-                let _ = serde_json::to_writer(&mut buf, &event.view(false));
-                let json = String::from_utf8_lossy(&buf).into_owned();
-                Arc::new(StoredEvent { event, json })
-            })
-            .collect();
+        let stored =
+            StoredEvent::stamp_all(drafts, first, &time, &log.session_id, native_session_id);
         let last = {
             let mut events = log.events.write().unwrap_or_else(|p| p.into_inner());
             events.extend(stored);
@@ -176,7 +156,7 @@ mod tests {
         assert_eq!(store.append("s", &mut drafts, "t".into(), None).unwrap(), 5);
         assert!(drafts.is_empty());
         let page = store.read("s", 1, 2).unwrap();
-        let seqs: Vec<u64> = page.iter().map(|e| e.event.sequence).collect();
+        let seqs: Vec<u64> = page.iter().map(|e| e.sequence).collect();
         assert_eq!(seqs, vec![2, 3]);
         assert!(page[0].json.contains(r#""event_id":"evt_2""#));
         assert!(store.read("s", 9, 10).unwrap().is_empty());

@@ -10,6 +10,7 @@ mod memory;
 mod postgres;
 mod row;
 mod sqlite;
+mod stored;
 mod tail;
 mod writer;
 
@@ -19,12 +20,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::universal::{EventDraft, UniversalEvent};
+use crate::universal::EventDraft;
 
 pub use batched::StoreOptions;
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use stored::{StoredEvent, StoredRaw};
 
 /// The file name of the default SQLite database inside the data directory.
 pub const DEFAULT_DATABASE: &str = "codebuffd.db";
@@ -38,31 +40,6 @@ pub enum StoreError {
     AlreadyExists(String),
     #[error("storage failure: {0}")]
     Backend(String),
-}
-
-/// An event as stored: the event and its compact JSON without `raw` (serialized once at append
-/// time, so serving many readers costs no re-serialization).
-#[derive(Debug)]
-pub struct StoredEvent {
-    pub event: UniversalEvent,
-    pub json: String,
-}
-
-impl StoredEvent {
-    /// Wraps an event, serializing it once.
-    pub fn new(event: UniversalEvent) -> Self {
-        let json = event.to_json(false);
-        StoredEvent { event, json }
-    }
-
-    /// The event's JSON as a reader asked for it.
-    pub fn json(&self, include_raw: bool) -> std::borrow::Cow<'_, str> {
-        if include_raw && self.event.raw.is_some() {
-            self.event.to_json(true).into()
-        } else {
-            self.json.as_str().into()
-        }
-    }
 }
 
 /// What the store keeps about a session besides its events: everything `SessionInfo` shows,

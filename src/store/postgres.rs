@@ -22,7 +22,7 @@ use std::time::Duration;
 use postgres::{Client, NoTls, Statement};
 
 use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
-use super::row::{decode_event, decode_settings, running_process, to_u64, EventRow, RecordInts};
+use super::row::{decode_settings, running_process, to_u64, EventRow, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
 
@@ -88,7 +88,7 @@ const INSERT_EVENTS: &str = "INSERT INTO events (session_id, sequence, type, eve
     UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bool[]) \
     AS u(s, q, t, e, r, x)";
 
-const SELECT_EVENTS: &str = "SELECT event::text, raw::text, raw_is_text FROM events \
+const SELECT_EVENTS: &str = "SELECT sequence, event::text, raw::text FROM events \
     WHERE session_id = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence";
 
 const SELECT_TIP: &str = "SELECT (SELECT max(sequence) FROM events WHERE session_id = $1) \
@@ -296,9 +296,9 @@ impl PgWriter {
                     execute_record(&mut tx, &update_session, record)?;
                     true
                 }
-                Write::Events(events) => {
+                Write::Events { session_id, events } => {
                     for stored in events.iter() {
-                        rows.push(stored)?;
+                        rows.push(session_id, stored)?;
                     }
                     true
                 }
@@ -342,10 +342,9 @@ struct EventColumns {
 }
 
 impl EventColumns {
-    fn push(&mut self, stored: &StoredEvent) -> Result<(), StoreError> {
+    fn push(&mut self, session_id: &str, stored: &StoredEvent) -> Result<(), StoreError> {
         let row = EventRow::new(stored)?;
-        self.session_id
-            .push(text(&stored.event.session_id).into_owned());
+        self.session_id.push(text(session_id).into_owned());
         self.sequence.push(row.sequence);
         self.event_type.push(row.event_type);
         self.event.push(row.json.to_owned());
@@ -471,10 +470,14 @@ impl StoreReader for PgReaders {
                 .map_err(backend)?;
             rows.into_iter()
                 .map(|row| {
-                    let json: String = row.try_get(0).map_err(backend)?;
-                    let raw: Option<String> = row.try_get(1).map_err(backend)?;
-                    let raw_is_text: bool = row.try_get(2).map_err(backend)?;
-                    decode_event(json, raw, raw_is_text)
+                    let sequence: i64 = row.try_get(0).map_err(backend)?;
+                    let json: String = row.try_get(1).map_err(backend)?;
+                    let raw: Option<String> = row.try_get(2).map_err(backend)?;
+                    StoredEvent::from_stored(
+                        to_u64(sequence, "sequence")?,
+                        json,
+                        raw.map(String::into_boxed_str),
+                    )
                 })
                 .collect()
         })

@@ -2,15 +2,10 @@
 //! and Postgres stores so both hold exactly the same data.
 //!
 //! An event is stored as its compact JSON *without* `raw` (the text readers are served, kept
-//! byte for byte) plus the raw line in a column of its own: `raw` is always JSON (the agent's
-//! line verbatim, or a JSON string for a line that was not JSON) and `raw_is_text` says which.
-
-use std::sync::Arc;
-
-use serde_json::value::RawValue;
+//! byte for byte) plus the raw line apart: `raw` is always JSON (the agent's line verbatim, or
+//! a JSON string for a line that was not JSON) and `raw_is_text` says which.
 
 use super::{RunningProcess, SessionRecord, StoreError, StoredEvent};
-use crate::universal::{EventData, RawLine, UniversalEvent};
 
 /// An event's columns, borrowed from the stored event where possible.
 pub(crate) struct EventRow<'a> {
@@ -24,61 +19,14 @@ pub(crate) struct EventRow<'a> {
 impl<'a> EventRow<'a> {
     /// The columns of a stored event.
     pub fn new(stored: &'a StoredEvent) -> Result<Self, StoreError> {
-        let (raw, raw_is_text) = match stored.event.raw.as_deref() {
-            None => (None, false),
-            Some(RawLine::Json(json)) => (Some(json.get().into()), false),
-            Some(RawLine::Text(text)) => (Some(encode_string(text).into()), true),
-        };
         Ok(EventRow {
-            sequence: to_i64(stored.event.sequence, "sequence")?,
-            event_type: stored.event.event_type(),
+            sequence: to_i64(stored.sequence, "sequence")?,
+            event_type: stored.event_type,
             json: &stored.json,
-            raw,
-            raw_is_text,
+            raw: stored.raw.as_ref().map(|r| r.json()),
+            raw_is_text: stored.raw.as_ref().is_some_and(|r| r.is_text()),
         })
     }
-}
-
-/// Rebuilds a stored event from its columns.
-pub(crate) fn decode_event(
-    json: String,
-    raw: Option<String>,
-    raw_is_text: bool,
-) -> Result<StoredEvent, StoreError> {
-    let mut event: UniversalEvent = serde_json::from_str(&json)
-        .map_err(|e| StoreError::Backend(format!("a stored event is not valid: {e}")))?;
-    event.raw = match raw {
-        None => None,
-        Some(raw) if raw_is_text => {
-            let text: String = serde_json::from_str(&raw)
-                .map_err(|e| StoreError::Backend(format!("a stored raw line is not valid: {e}")))?;
-            Some(Arc::new(RawLine::Text(text)))
-        }
-        Some(raw) => {
-            let json = RawValue::from_string(raw)
-                .map_err(|e| StoreError::Backend(format!("a stored raw line is not valid: {e}")))?;
-            Some(Arc::new(RawLine::Json(json)))
-        }
-    };
-    Ok(StoredEvent { event, json })
-}
-
-/// True for the events that must be durable before any reader sees them.
-pub(crate) fn ends_something(event: &UniversalEvent) -> bool {
-    matches!(
-        event.data,
-        EventData::TurnEnded(_) | EventData::SessionEnded(_)
-    )
-}
-
-/// True for the event after which a session's log gets no more appends.
-pub(crate) fn ends_session(event: &UniversalEvent) -> bool {
-    matches!(event.data, EventData::SessionEnded(_))
-}
-
-fn encode_string(text: &str) -> String {
-    // Serializing a string cannot fail.
-    serde_json::to_string(text).unwrap_or_default()
 }
 
 /// A u64 as a database integer (both databases have signed 64-bit integers).

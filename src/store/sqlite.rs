@@ -10,19 +10,23 @@
 //! batches do not pay an fsync each.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
-use super::row::{decode_event, decode_settings, running_process, to_u64, EventRow, RecordInts};
+use super::row::{decode_settings, running_process, to_i64, to_u64, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{SessionRecord, StoreError, StoredEvent};
 
 /// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
-/// `sessions.owner`.
-const SCHEMA_VERSION: i64 = 2;
+/// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event).
+const SCHEMA_VERSION: i64 = 3;
+/// The most events one chunk row holds: a read starting inside a chunk reads it whole.
+const CHUNK_EVENTS: usize = 256;
+/// The most bytes of event JSON one chunk row holds (a chunk has at least one event).
+const CHUNK_BYTES: usize = 256 * 1024;
 /// Read connections kept open between reads.
 const IDLE_READERS: usize = 4;
 /// How long a connection waits for a lock held by another connection.
@@ -62,6 +66,31 @@ CREATE TABLE events (
 
 /// Version 1 → 2: the instance id of the daemon that owns a session (empty: written before).
 const MIGRATE_V2: &str = "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT '';";
+
+/// Version 2 → 3: events in chunks, one row per run of a session's events committed together,
+/// instead of one row each (an insert per event cost more than everything else an event
+/// costs). `events` holds the chunk's events as a JSON array with one event (its compact JSON
+/// without `raw`) per line, `raws` their raw lines the same way (`null` for none; the column is
+/// NULL when no event has one). The view `events` shows one row per event, as before.
+const MIGRATE_V3: &str = "
+CREATE TABLE event_chunks (
+    session_id     TEXT NOT NULL,
+    last_sequence  INTEGER NOT NULL,
+    first_sequence INTEGER NOT NULL,
+    events         TEXT NOT NULL,
+    raws           TEXT,
+    PRIMARY KEY (session_id, last_sequence)
+);
+INSERT INTO event_chunks (session_id, last_sequence, first_sequence, events, raws)
+    SELECT session_id, sequence, sequence, '[' || char(10) || event || char(10) || ']',
+        CASE WHEN raw IS NULL THEN NULL ELSE '[' || char(10) || raw || char(10) || ']' END
+    FROM events ORDER BY session_id, sequence;
+DROP TABLE events;
+CREATE VIEW events (session_id, sequence, type, event, raw) AS
+    SELECT c.session_id, c.first_sequence + e.key, e.value ->> '$.type', e.value,
+        c.raws -> e.key
+    FROM event_chunks c, json_each(c.events) e;
+";
 
 const RECORD_COLUMNS: &str = "session_id, agent, created_at, updated_at, settings, \
     native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
@@ -200,6 +229,10 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
         conn.execute_batch(MIGRATE_V2).map_err(|e| e.to_string())?;
         version = 2;
     }
+    if version == 2 {
+        conn.execute_batch(MIGRATE_V3).map_err(|e| e.to_string())?;
+        version = 3;
+    }
     if version != SCHEMA_VERSION {
         return Err(format!(
             "its schema version {version} is newer than this codebuffd supports ({SCHEMA_VERSION})"
@@ -231,9 +264,7 @@ impl SqliteWriter {
         let full = batch.iter().any(|w| match w {
             Write::Create(_) => true,
             Write::Put(_) => false,
-            Write::Events(events) => events
-                .iter()
-                .any(|e| matches!(e.event.event_type(), "turn.ended" | "session.ended")),
+            Write::Events { events, .. } => events.iter().any(|e| e.ends_something()),
         });
         if full != self.full_sync {
             let pragma = if full {
@@ -256,6 +287,7 @@ impl BatchWriter for SqliteWriter {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql_error)?;
         let mut flags = Vec::with_capacity(batch.len());
+        let mut chunks = Chunks::default();
         for write in batch {
             let flag = match write {
                 Write::Create(record) => {
@@ -282,34 +314,172 @@ impl BatchWriter for SqliteWriter {
                     execute_record(&mut update, record)?;
                     true
                 }
-                Write::Events(events) => {
-                    let mut insert = tx
-                        .prepare_cached(
-                            "INSERT INTO events (session_id, sequence, type, event, raw, raw_is_text) \
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                        )
-                        .map_err(sql_error)?;
-                    for stored in events.iter() {
-                        let row = EventRow::new(stored)?;
-                        insert
-                            .execute(params![
-                                &*stored.event.session_id,
-                                row.sequence,
-                                row.event_type,
-                                row.json,
-                                row.raw.as_deref(),
-                                row.raw_is_text,
-                            ])
-                            .map_err(sql_error)?;
-                    }
+                Write::Events { session_id, events } => {
+                    chunks.add(session_id, events);
                     true
                 }
             };
             flags.push(flag);
         }
+        if !chunks.is_empty() {
+            let mut insert = tx
+                .prepare_cached(
+                    "INSERT INTO event_chunks \
+                     (session_id, last_sequence, first_sequence, events, raws) \
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(sql_error)?;
+            chunks.write(|session_id, events| {
+                let chunk = encode_chunk(events);
+                insert
+                    .execute(params![
+                        session_id,
+                        to_i64(chunk.last, "sequence")?,
+                        to_i64(chunk.first, "sequence")?,
+                        chunk.events,
+                        chunk.raws,
+                    ])
+                    .map_err(sql_error)?;
+                Ok(())
+            })?;
+        }
         tx.commit().map_err(sql_error)?;
         Ok(flags)
     }
+}
+
+/// A batch's events gathered per session, in order, to be written as chunks.
+#[derive(Default)]
+struct Chunks<'a> {
+    sessions: Vec<(&'a str, Vec<&'a Arc<StoredEvent>>)>,
+}
+
+impl<'a> Chunks<'a> {
+    fn add(&mut self, session_id: &'a str, events: &'a [Arc<StoredEvent>]) {
+        let at = match self.sessions.iter().position(|(id, _)| *id == session_id) {
+            Some(at) => at,
+            None => {
+                self.sessions.push((session_id, Vec::new()));
+                self.sessions.len() - 1
+            }
+        };
+        self.sessions[at].1.extend(events);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Calls `write` with each chunk: a session's consecutive events, at most
+    /// [`CHUNK_EVENTS`] and (unless one event is larger) [`CHUNK_BYTES`] of JSON.
+    fn write(
+        &self,
+        mut write: impl FnMut(&str, &[&Arc<StoredEvent>]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        for (session_id, events) in &self.sessions {
+            let mut start = 0;
+            while start < events.len() {
+                let mut end = start;
+                let mut bytes = 0;
+                while end < events.len()
+                    && end - start < CHUNK_EVENTS
+                    && (end == start || bytes + events[end].json.len() <= CHUNK_BYTES)
+                {
+                    bytes += events[end].json.len();
+                    end += 1;
+                }
+                write(session_id, &events[start..end])?;
+                start = end;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A chunk's columns.
+struct EncodedChunk {
+    first: u64,
+    last: u64,
+    events: String,
+    raws: Option<String>,
+}
+
+/// Encodes consecutive events as a chunk: `[`, one event per line separated by `,`, `]`.
+fn encode_chunk(events: &[&Arc<StoredEvent>]) -> EncodedChunk {
+    let size: usize = events.iter().map(|e| e.json.len() + 2).sum();
+    let mut text = String::with_capacity(size + 4);
+    text.push('[');
+    for (i, e) in events.iter().enumerate() {
+        text.push_str(if i == 0 { "\n" } else { ",\n" });
+        text.push_str(&e.json);
+    }
+    text.push_str("\n]");
+    let raws = events.iter().any(|e| e.raw.is_some()).then(|| {
+        let mut raws = String::from("[");
+        for (i, e) in events.iter().enumerate() {
+            raws.push_str(if i == 0 { "\n" } else { ",\n" });
+            match &e.raw {
+                Some(raw) => raws.push_str(&raw.json()),
+                None => raws.push_str("null"),
+            }
+        }
+        raws.push_str("\n]");
+        raws
+    });
+    EncodedChunk {
+        first: events.first().map_or(0, |e| e.sequence),
+        last: events.last().map_or(0, |e| e.sequence),
+        events: text,
+        raws,
+    }
+}
+
+/// The lines of a chunk column between its `[` and `]`, each without its separating `,`.
+fn chunk_lines(text: &str) -> impl Iterator<Item = &str> {
+    let inner = text
+        .strip_prefix("[\n")
+        .and_then(|t| t.strip_suffix("\n]"))
+        .unwrap_or("");
+    inner
+        .split('\n')
+        .map(|line| line.strip_suffix(',').unwrap_or(line))
+}
+
+/// Decodes the events of one chunk with `after < sequence <= upto` into `out`.
+fn decode_chunk(
+    first: u64,
+    last: u64,
+    events: &str,
+    raws: Option<&str>,
+    after: u64,
+    upto: u64,
+    out: &mut Vec<StoredEvent>,
+) -> Result<(), StoreError> {
+    let bad = || {
+        StoreError::Backend(format!(
+            "the stored chunk of events {first}..={last} is not valid"
+        ))
+    };
+    let mut raws = raws.map(chunk_lines);
+    let mut count = 0;
+    for (line, sequence) in chunk_lines(events).zip(first..) {
+        count += 1;
+        let raw = match raws.as_mut() {
+            Some(raws) => Some(raws.next().ok_or_else(bad)?).filter(|r| *r != "null"),
+            None => None,
+        };
+        if sequence > after && sequence <= upto {
+            out.push(StoredEvent::from_stored(
+                sequence,
+                line.to_owned(),
+                raw.map(Box::from),
+            )?);
+        }
+    }
+    if first + count - 1 != last || count == 0 {
+        return Err(bad());
+    }
+    Ok(())
 }
 
 /// Runs an insert or update of a session record whose parameters are the record's columns
@@ -376,28 +546,33 @@ impl StoreReader for SqliteReader {
         after: u64,
         upto: u64,
     ) -> Result<Vec<StoredEvent>, StoreError> {
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
-        let upto = i64::try_from(upto).unwrap_or(i64::MAX);
+        let after_i = i64::try_from(after).unwrap_or(i64::MAX);
         self.with_conn(|conn| {
             let mut select = conn
                 .prepare_cached(
-                    "SELECT event, raw, raw_is_text FROM events \
-                     WHERE session_id = ?1 AND sequence > ?2 AND sequence <= ?3 ORDER BY sequence",
+                    "SELECT first_sequence, last_sequence, events, raws FROM event_chunks \
+                     WHERE session_id = ?1 AND last_sequence > ?2 ORDER BY last_sequence",
                 )
                 .map_err(sql_error)?;
-            let rows = select
-                .query_map(params![session_id, after, upto], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, bool>(2)?,
-                    ))
-                })
+            let mut rows = select
+                .query(params![session_id, after_i])
                 .map_err(sql_error)?;
             let mut events = Vec::new();
-            for row in rows {
-                let (json, raw, raw_is_text) = row.map_err(sql_error)?;
-                events.push(decode_event(json, raw, raw_is_text)?);
+            while let Some(row) = rows.next().map_err(sql_error)? {
+                let first = to_u64(row.get(0).map_err(sql_error)?, "sequence")?;
+                if first > upto {
+                    break;
+                }
+                let last = to_u64(row.get(1).map_err(sql_error)?, "sequence")?;
+                let column = |i: usize| -> Result<Option<&str>, StoreError> {
+                    let value = row.get_ref(i).map_err(sql_error)?;
+                    value
+                        .as_str_or_null()
+                        .map_err(|e| StoreError::Backend(format!("SQLite: {e}")))
+                };
+                let text = column(2)?.unwrap_or("");
+                let raws = column(3)?;
+                decode_chunk(first, last, text, raws, after, upto, &mut events)?;
             }
             Ok(events)
         })
@@ -407,7 +582,7 @@ impl StoreReader for SqliteReader {
         self.with_conn(|conn| {
             let tip: Option<Option<i64>> = conn
                 .prepare_cached(
-                    "SELECT (SELECT MAX(sequence) FROM events WHERE session_id = ?1) \
+                    "SELECT (SELECT MAX(last_sequence) FROM event_chunks WHERE session_id = ?1) \
                      FROM sessions WHERE session_id = ?1",
                 )
                 .and_then(|mut s| s.query_row([session_id], |r| r.get(0)).optional())

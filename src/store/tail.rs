@@ -15,6 +15,9 @@ use tokio::sync::watch;
 
 use super::StoredEvent;
 
+/// How many capacities of events the tail may hold to keep the whole of the last commit.
+const LAST_COMMIT_KEPT: u64 = 4;
+
 /// A session's tail and watermarks.
 pub(crate) struct SessionLog {
     pub session_id: Arc<str>,
@@ -32,6 +35,8 @@ pub(crate) struct Tail {
     events: VecDeque<Arc<StoredEvent>>,
     last: u64,
     committed: u64,
+    /// The first sequence of the last commit: events from here on stay (see [`Tail::evict`]).
+    last_commit_from: u64,
     capacity: usize,
     /// `session.ended` was appended: nothing more will be, so keep nothing once committed.
     closed: bool,
@@ -47,6 +52,7 @@ impl SessionLog {
                 events: VecDeque::new(),
                 last,
                 committed: last,
+                last_commit_from: last + 1,
                 capacity,
                 closed: false,
             }),
@@ -92,7 +98,10 @@ impl SessionLog {
     pub fn committed(&self, sequence: u64) {
         {
             let mut tail = self.tail();
-            tail.committed = tail.committed.max(sequence);
+            if sequence > tail.committed {
+                tail.last_commit_from = tail.committed + 1;
+                tail.committed = sequence;
+            }
             tail.evict();
         }
         if self.visible_on_commit {
@@ -115,8 +124,8 @@ impl Tail {
     /// Appends events that follow `last` densely.
     pub fn push(&mut self, events: &[Arc<StoredEvent>], closes: bool) {
         for event in events {
-            debug_assert_eq!(event.event.sequence, self.last + 1);
-            self.last = event.event.sequence;
+            debug_assert_eq!(event.sequence, self.last + 1);
+            self.last = event.sequence;
             self.events.push_back(event.clone());
         }
         self.closed |= closes;
@@ -132,12 +141,22 @@ impl Tail {
         }
     }
 
-    /// Drops committed events beyond the capacity (all committed ones once closed).
+    /// Drops committed events beyond the capacity (all committed ones once closed), but not
+    /// those of the last commit (up to [`LAST_COMMIT_KEPT`] capacities): one commit can make
+    /// many events visible at once, and readers that were up to date then find them all here,
+    /// not in the database.
     fn evict(&mut self) {
-        let keep = if self.closed { 0 } else { self.capacity };
+        let (keep, below) = if self.closed {
+            (0, self.committed + 1)
+        } else {
+            let floor = self
+                .committed
+                .saturating_sub(LAST_COMMIT_KEPT * self.capacity as u64);
+            (self.capacity, self.last_commit_from.max(floor + 1))
+        };
         while self.events.len() > keep {
             match self.events.front() {
-                Some(e) if e.event.sequence <= self.committed => {
+                Some(e) if e.sequence <= self.committed && e.sequence < below => {
                     self.events.pop_front();
                 }
                 _ => break,

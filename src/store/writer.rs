@@ -31,7 +31,10 @@ pub(crate) enum Write<'a> {
     /// Replace a session record.
     Put(&'a SessionRecord),
     /// Insert events of one session.
-    Events(&'a [Arc<StoredEvent>]),
+    Events {
+        session_id: &'a str,
+        events: &'a [Arc<StoredEvent>],
+    },
 }
 
 /// The database side of the writer thread.
@@ -75,7 +78,10 @@ impl Op {
         match self {
             Op::Create { record, .. } => Some(Write::Create(record)),
             Op::Put { record } => Some(Write::Put(record)),
-            Op::Events { events, .. } => Some(Write::Events(events)),
+            Op::Events { log, events, .. } => Some(Write::Events {
+                session_id: &log.session_id,
+                events,
+            }),
             Op::Flush { .. } => None,
         }
     }
@@ -91,7 +97,7 @@ impl Op {
             Op::Events { log, events, done } => {
                 if outcome.is_ok() {
                     if let Some(last) = events.last() {
-                        log.committed(last.event.sequence);
+                        log.committed(last.sequence);
                     }
                 }
                 if let Some(done) = done {

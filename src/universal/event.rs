@@ -125,6 +125,29 @@ pub enum EventData {
     AgentUnparsed(AgentUnparsedData),
 }
 
+/// The wire name of every event type, in `universal-events.md` §2 order.
+pub const EVENT_TYPES: [&str; 13] = [
+    "session.started",
+    "session.ended",
+    "turn.started",
+    "turn.ended",
+    "item.started",
+    "item.delta",
+    "item.completed",
+    "error",
+    "permission.requested",
+    "permission.resolved",
+    "question.requested",
+    "question.resolved",
+    "agent.unparsed",
+];
+
+/// The static wire name equal to `name`, when it names an event type (for text read back
+/// from a database).
+pub fn known_event_type(name: &str) -> Option<&'static str> {
+    EVENT_TYPES.iter().copied().find(|t| *t == name)
+}
+
 impl EventData {
     /// The wire name of this event's type.
     pub fn event_type(&self) -> &'static str {

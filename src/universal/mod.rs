@@ -20,7 +20,9 @@ pub use data::{
     SessionMetadata, SessionStartedData, TerminatedBy, TurnData, TurnMetadata, TurnPhase,
     TurnStatus,
 };
-pub use event::{EventData, EventDraft, EventSource, RawLine, UniversalEvent};
+pub use event::{
+    known_event_type, EventData, EventDraft, EventSource, RawLine, UniversalEvent, EVENT_TYPES,
+};
 pub use item::{Item, ItemKind, ItemRole, ItemStatus};
 pub use stderr::{StderrCollector, StderrOutput};
 pub use time::format_time;

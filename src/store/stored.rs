@@ -1,0 +1,251 @@
+//! An event as the log holds it: serialized once when appended and served as text from then
+//! on, so neither a reader nor a database round trip ever decodes an event to serve it.
+//!
+//! Only restart recovery needs the event itself ([`StoredEvent::decode`]).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+
+use super::StoreError;
+use crate::universal::{EventDraft, RawLine, UniversalEvent};
+
+/// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
+const NO_RAW_END: &str = "null}";
+
+/// An event as stored: its sequence and type, its compact JSON without `raw`, and the raw
+/// agent line apart (served only to readers that ask for it).
+#[derive(Debug, Clone)]
+pub struct StoredEvent {
+    pub sequence: u64,
+    pub event_type: &'static str,
+    /// Compact JSON with `"raw":null` as its last member; never holds a line break.
+    pub json: String,
+    pub raw: Option<StoredRaw>,
+}
+
+/// The raw agent line of a stored event.
+#[derive(Debug, Clone)]
+pub enum StoredRaw {
+    /// As the converter made it, shared by the events of one agent line.
+    Line(Arc<RawLine>),
+    /// As read back from a database: JSON text (a line that was not JSON is a JSON string).
+    Json(Box<str>),
+}
+
+impl StoredRaw {
+    /// The raw line as JSON text.
+    pub fn json(&self) -> Cow<'_, str> {
+        match self {
+            StoredRaw::Line(line) => match &**line {
+                RawLine::Json(json) => json.get().into(),
+                // Serializing a string cannot fail.
+                RawLine::Text(text) => serde_json::to_string(text).unwrap_or_default().into(),
+            },
+            StoredRaw::Json(json) => (&**json).into(),
+        }
+    }
+
+    /// True for a line that was not JSON (stored as a JSON string).
+    pub fn is_text(&self) -> bool {
+        match self {
+            StoredRaw::Line(line) => matches!(**line, RawLine::Text(_)),
+            StoredRaw::Json(json) => json.starts_with('"'),
+        }
+    }
+
+    fn to_line(&self) -> Result<Arc<RawLine>, StoreError> {
+        let json = match self {
+            StoredRaw::Line(line) => return Ok(line.clone()),
+            StoredRaw::Json(json) => json,
+        };
+        let invalid = |e: serde_json::Error| invalid(format!("a raw line: {e}"));
+        Ok(Arc::new(if json.starts_with('"') {
+            RawLine::Text(serde_json::from_str(json).map_err(invalid)?)
+        } else {
+            RawLine::Json(RawValue::from_string(json.to_string()).map_err(invalid)?)
+        }))
+    }
+}
+
+impl StoredEvent {
+    /// Serializes an event into `buf` (reused between events, so no buffer grows per event)
+    /// and keeps the text at its exact size.
+    pub fn from_event(event: UniversalEvent, buf: &mut Vec<u8>) -> Self {
+        buf.clear();
+        // Serializing plain data into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *buf, &event.view(false));
+        let mut json = String::from_utf8_lossy(buf).into_owned();
+        if json.contains('\n') {
+            // Only a raw JSON value kept verbatim from an agent line could hold a line break
+            // (and the framing splits lines there); stored text is one line per event.
+            json = json.replace('\n', " ");
+        }
+        StoredEvent {
+            sequence: event.sequence,
+            event_type: event.event_type(),
+            json,
+            raw: event.raw.map(StoredRaw::Line),
+        }
+    }
+
+    /// Serializes an event.
+    pub fn new(event: UniversalEvent) -> Self {
+        Self::from_event(event, &mut Vec::new())
+    }
+
+    /// Turns drafts into the events at sequences `first..`, stamped with the append's time,
+    /// session and native session id (the one way both stores make events).
+    pub(crate) fn stamp_all(
+        drafts: &mut Vec<EventDraft>,
+        first: u64,
+        time: &Arc<str>,
+        session_id: &Arc<str>,
+        native_session_id: Option<&str>,
+    ) -> Vec<Arc<StoredEvent>> {
+        let native: Option<Arc<str>> = native_session_id.map(Arc::from);
+        let mut buf = Vec::with_capacity(1024);
+        drafts
+            .drain(..)
+            .zip(first..)
+            .map(|(draft, sequence)| {
+                let event = UniversalEvent::from_draft(
+                    draft,
+                    sequence,
+                    time.clone(),
+                    session_id.clone(),
+                    native.clone(),
+                );
+                Arc::new(StoredEvent::from_event(event, &mut buf))
+            })
+            .collect()
+    }
+
+    /// The event's JSON as a reader asked for it: with `raw` only when `include_raw`.
+    pub fn json(&self, include_raw: bool) -> Cow<'_, str> {
+        match (&self.raw, include_raw) {
+            (Some(raw), true) => {
+                let head = self.json.strip_suffix(NO_RAW_END).unwrap_or(&self.json);
+                let raw = raw.json();
+                let mut out = String::with_capacity(head.len() + raw.len() + 1);
+                out.push_str(head);
+                out.push_str(&raw);
+                out.push('}');
+                out.into()
+            }
+            _ => self.json.as_str().into(),
+        }
+    }
+
+    /// The event itself, raw line included (restart recovery; tests).
+    pub fn decode(&self) -> Result<UniversalEvent, StoreError> {
+        let mut event: UniversalEvent = serde_json::from_str(&self.json)
+            .map_err(|e| invalid(format!("event {}: {e}", self.sequence)))?;
+        event.raw = self.raw.as_ref().map(StoredRaw::to_line).transpose()?;
+        Ok(event)
+    }
+
+    /// An event read back from a database: its JSON must be one this daemon wrote for
+    /// `sequence` (checked cheaply: its `event_id`, and a known type).
+    pub fn from_stored(
+        sequence: u64,
+        json: String,
+        raw: Option<Box<str>>,
+    ) -> Result<Self, StoreError> {
+        let event_type = stored_type(&json)
+            .filter(|_| event_id_is(&json, sequence))
+            .ok_or_else(|| invalid(format!("event {sequence} is not an event this log wrote")))?;
+        Ok(StoredEvent {
+            sequence,
+            event_type,
+            json,
+            raw: raw.map(StoredRaw::Json),
+        })
+    }
+
+    /// True for the events that end a turn or the session.
+    pub fn ends_something(&self) -> bool {
+        matches!(self.event_type, "turn.ended" | "session.ended")
+    }
+
+    /// True for the event after which a session's log gets no more appends.
+    pub fn ends_session(&self) -> bool {
+        self.event_type == "session.ended"
+    }
+}
+
+fn invalid(what: String) -> StoreError {
+    StoreError::Backend(format!("a stored event is not valid: {what}"))
+}
+
+/// The envelope's `type`: its first `,"type":"` is the envelope's own, because the envelope
+/// writes `type` before `data`, and a quote inside a JSON string is always escaped.
+fn stored_type(json: &str) -> Option<&'static str> {
+    const KEY: &str = ",\"type\":\"";
+    let start = json.find(KEY)? + KEY.len();
+    let len = json[start..].find('"')?;
+    crate::universal::known_event_type(&json[start..start + len])
+}
+
+/// True when the JSON starts with `{"event_id":"evt_<sequence>"`.
+fn event_id_is(json: &str, sequence: u64) -> bool {
+    json.strip_prefix("{\"event_id\":\"evt_")
+        .and_then(|rest| rest.split_once('"'))
+        .is_some_and(|(n, _)| n.parse() == Ok(sequence))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::universal::{EventData, EventDraft, ItemDeltaData};
+
+    fn event(sequence: u64, raw: Option<RawLine>) -> UniversalEvent {
+        let mut draft = EventDraft::synthetic(EventData::ItemDelta(ItemDeltaData {
+            item_id: "itm_1".into(),
+            native_item_id: None,
+            delta: "a \"type\":\"turn.ended\" b\nc".into(),
+        }));
+        draft.raw = raw.map(Arc::new);
+        UniversalEvent::from_draft(draft, sequence, "t".into(), "ses".into(), None)
+    }
+
+    #[test]
+    fn json_with_and_without_raw_matches_a_full_serialization() {
+        for raw in [
+            None,
+            Some(RawLine::Json(
+                RawValue::from_string(r#"{"type":"text","text":"x"}"#.into()).unwrap(),
+            )),
+            Some(RawLine::Text("not json \"at all\"".into())),
+        ] {
+            let e = event(7, raw);
+            let stored = StoredEvent::new(e.clone());
+            assert_eq!(stored.json(false), e.to_json(false));
+            assert_eq!(stored.json(true), e.to_json(true));
+            assert_eq!(stored.sequence, 7);
+            assert_eq!(stored.event_type, "item.delta");
+            assert_eq!(stored.decode().unwrap(), e);
+        }
+    }
+
+    #[test]
+    fn an_event_read_back_keeps_its_type_raw_and_text() {
+        let e = event(12, Some(RawLine::Text("plain".into())));
+        let written = StoredEvent::new(e.clone());
+        let raw = written.raw.as_ref().unwrap().json().into_owned();
+        let read = StoredEvent::from_stored(12, written.json.clone(), Some(raw.into())).unwrap();
+        assert_eq!(read.event_type, "item.delta");
+        assert_eq!(read.json(true), e.to_json(true));
+        assert!(read.raw.as_ref().unwrap().is_text());
+        assert_eq!(read.decode().unwrap(), e);
+    }
+
+    #[test]
+    fn json_of_another_sequence_or_no_event_is_refused() {
+        let json = StoredEvent::new(event(3, None)).json;
+        assert!(StoredEvent::from_stored(4, json.clone(), None).is_err());
+        assert!(StoredEvent::from_stored(3, "{}".into(), None).is_err());
+        assert!(StoredEvent::from_stored(3, json, None).is_ok());
+    }
+}
