@@ -216,6 +216,9 @@ impl EventStore for BatchedStore {
         let end = log.visible().min(after.saturating_add(limit as u64));
         let mut out = Vec::new();
         let mut cursor = after;
+        if cursor < end {
+            log.tail().reading_from(cursor + 1);
+        }
         while cursor < end {
             let upto = {
                 let tail = log.tail();

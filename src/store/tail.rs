@@ -15,8 +15,8 @@ use tokio::sync::watch;
 
 use super::StoredEvent;
 
-/// How many capacities of events the tail may hold to keep the whole of the last commit.
-const LAST_COMMIT_KEPT: u64 = 4;
+/// How many capacities of committed events the tail may hold for readers behind it.
+const READERS_KEPT: u64 = 4;
 
 /// A session's tail and watermarks.
 pub(crate) struct SessionLog {
@@ -37,6 +37,9 @@ pub(crate) struct Tail {
     committed: u64,
     /// The first sequence of the last commit: events from here on stay (see [`Tail::evict`]).
     last_commit_from: u64,
+    /// The lowest sequence readers asked for since the last commit, and in the two commit
+    /// intervals before (`u64::MAX`: no read); see [`Tail::evict`].
+    read_from: [u64; 3],
     capacity: usize,
     /// `session.ended` was appended: nothing more will be, so keep nothing once committed.
     closed: bool,
@@ -53,6 +56,7 @@ impl SessionLog {
                 last,
                 committed: last,
                 last_commit_from: last + 1,
+                read_from: [u64::MAX; 3],
                 capacity,
                 closed: false,
             }),
@@ -101,6 +105,7 @@ impl SessionLog {
             if sequence > tail.committed {
                 tail.last_commit_from = tail.committed + 1;
                 tail.committed = sequence;
+                tail.read_from = [u64::MAX, tail.read_from[0], tail.read_from[1]];
             }
             tail.evict();
         }
@@ -132,6 +137,11 @@ impl Tail {
         self.evict();
     }
 
+    /// Notes that a reader asked for the events from `from` on.
+    pub fn reading_from(&mut self, from: u64) {
+        self.read_from[0] = self.read_from[0].min(from);
+    }
+
     /// Up to `count` events from `from` on (`from >= first()`).
     pub fn copy_from(&self, from: u64, count: usize, out: &mut Vec<Arc<StoredEvent>>) {
         let start = (from - self.first()) as usize;
@@ -142,17 +152,22 @@ impl Tail {
     }
 
     /// Drops committed events beyond the capacity (all committed ones once closed), but not
-    /// those of the last commit (up to [`LAST_COMMIT_KEPT`] capacities): one commit can make
-    /// many events visible at once, and readers that were up to date then find them all here,
-    /// not in the database.
+    /// those of the last commit, nor those readers asked for in the last three commit
+    /// intervals (together at most [`READERS_KEPT`] capacities): one commit can make many
+    /// events visible at once, and readers that keep up, even some way behind, then find
+    /// them here and not in the database. A reader too far behind, or paused, reads there.
     fn evict(&mut self) {
         let (keep, below) = if self.closed {
             (0, self.committed + 1)
         } else {
+            let wanted = self
+                .read_from
+                .iter()
+                .fold(self.last_commit_from, |a, &b| a.min(b));
             let floor = self
                 .committed
-                .saturating_sub(LAST_COMMIT_KEPT * self.capacity as u64);
-            (self.capacity, self.last_commit_from.max(floor + 1))
+                .saturating_sub(READERS_KEPT * self.capacity as u64);
+            (self.capacity, wanted.max(floor + 1))
         };
         while self.events.len() > keep {
             match self.events.front() {
@@ -162,5 +177,69 @@ impl Tail {
                 _ => break,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::universal::{ErrorData, EventData, EventDraft, UniversalEvent};
+
+    fn events(from: u64, to: u64) -> Vec<Arc<StoredEvent>> {
+        (from..=to)
+            .map(|n| {
+                let draft = EventDraft::synthetic(EventData::Error(ErrorData {
+                    message: n.to_string(),
+                    code: None,
+                    details: None,
+                }));
+                let e = UniversalEvent::from_draft(draft, n, "t".into(), "s".into(), None);
+                Arc::new(StoredEvent::new(e))
+            })
+            .collect()
+    }
+
+    fn first(log: &SessionLog) -> u64 {
+        log.tail().first()
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_commit_and_what_readers_still_read() {
+        // Capacity 4: at most 16 committed events kept for readers.
+        let log = SessionLog::new("s", 0, 4, true);
+        log.tail().push(&events(1, 10), false);
+        assert_eq!(first(&log), 1, "uncommitted events always stay");
+        log.committed(10);
+        assert_eq!(first(&log), 1, "the whole last commit stays");
+        log.tail().push(&events(11, 12), false);
+        log.committed(12);
+        assert_eq!(first(&log), 9, "the capacity, once no reader is behind");
+
+        // A reader at 9 keeps its events through the next commits …
+        log.tail().reading_from(9);
+        log.tail().push(&events(13, 20), false);
+        log.committed(20);
+        assert_eq!(first(&log), 9);
+        // … but never more than 16 committed events …
+        log.tail().push(&events(21, 30), false);
+        log.committed(30);
+        assert_eq!(first(&log), 15);
+        // … and not after three commit intervals without reading.
+        for n in 31..=33 {
+            log.tail().push(&events(n, n), false);
+            log.committed(n);
+        }
+        assert_eq!(first(&log), 30);
+    }
+
+    #[test]
+    fn an_ended_session_keeps_nothing_committed() {
+        let log = SessionLog::new("s", 0, 4, true);
+        log.tail().reading_from(1);
+        log.tail().push(&events(1, 5), true);
+        log.committed(3);
+        assert_eq!(first(&log), 4);
+        log.committed(5);
+        assert_eq!(first(&log), 6);
     }
 }

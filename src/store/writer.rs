@@ -17,7 +17,7 @@ use super::{SessionRecord, StoreError, StoredEvent};
 /// The most operations one transaction takes.
 const MAX_BATCH_OPS: usize = 1024;
 /// The most events one transaction takes.
-const MAX_BATCH_EVENTS: usize = 4096;
+const MAX_BATCH_EVENTS: usize = 1024;
 /// Pauses before retrying a failed batch (about 7 s in all), then the store fails.
 #[cfg(not(test))]
 const RETRY_DELAYS_MS: &[u64] = &[50, 200, 1000, 2000, 4000];

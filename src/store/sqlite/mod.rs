@@ -10,10 +10,16 @@
 //! batches do not pay an fsync each.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+mod checkpoint;
+mod chunk;
+
+use checkpoint::Checkpointer;
+use chunk::{decode_chunk, encode_chunk, Chunks};
 
 use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
 use super::row::{decode_settings, running_process, to_i64, to_u64, RecordInts};
@@ -23,10 +29,6 @@ use super::{SessionRecord, StoreError, StoredEvent};
 /// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event).
 const SCHEMA_VERSION: i64 = 3;
-/// The most events one chunk row holds: a read starting inside a chunk reads it whole.
-const CHUNK_EVENTS: usize = 256;
-/// The most bytes of event JSON one chunk row holds (a chunk has at least one event).
-const CHUNK_BYTES: usize = 256 * 1024;
 /// Read connections kept open between reads.
 const IDLE_READERS: usize = 4;
 /// How long a connection waits for a lock held by another connection.
@@ -118,6 +120,7 @@ impl SqliteStore {
             "codebuffd-sqlite-writer",
             Box::new(reader),
             Box::new(SqliteWriter {
+                checkpointer: Checkpointer::spawn(open_connection(path)?)?,
                 conn: writer,
                 full_sync: true,
             }),
@@ -173,8 +176,13 @@ fn open_writer(path: &Path) -> Result<Connection, StoreError> {
             format!("cannot use WAL mode (journal mode is {mode})"),
         ));
     }
-    conn.execute_batch("PRAGMA synchronous=FULL;")
-        .map_err(|e| open_error(path, e))?;
+    // Checkpoints run on a thread of their own (see `checkpoint`). The writer appends at
+    // the end of each session's range: it needs the upper pages of two B-trees cached, not
+    // SQLite's default 2 MiB.
+    conn.execute_batch(
+        "PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=-512;",
+    )
+    .map_err(|e| open_error(path, e))?;
     migrate(&conn).map_err(|e| open_error(path, e))?;
     Ok(conn)
 }
@@ -242,17 +250,26 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+/// A connection to a database the writer opened (and so set up).
+fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| open_error(path, e))?;
-    conn.execute_batch("PRAGMA query_only=ON; PRAGMA cache_size=-1024;")
+    Ok(conn)
+}
+
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = open_connection(path)?;
+    // Readers mostly read recent chunks once: a small page cache each is enough.
+    conn.execute_batch("PRAGMA query_only=ON; PRAGMA cache_size=-256;")
         .map_err(|e| open_error(path, e))?;
     Ok(conn)
 }
 
 /// The write connection, owned by the writer thread.
 struct SqliteWriter {
+    /// First, so it stops before the write connection closes.
+    checkpointer: Checkpointer,
     conn: Connection,
     /// Whether the connection is in `synchronous=FULL` now.
     full_sync: bool,
@@ -288,6 +305,7 @@ impl BatchWriter for SqliteWriter {
             .map_err(sql_error)?;
         let mut flags = Vec::with_capacity(batch.len());
         let mut chunks = Chunks::default();
+        let mut bytes = 0;
         for write in batch {
             let flag = match write {
                 Write::Create(record) => {
@@ -331,6 +349,7 @@ impl BatchWriter for SqliteWriter {
                 .map_err(sql_error)?;
             chunks.write(|session_id, events| {
                 let chunk = encode_chunk(events);
+                bytes += chunk.events.len() + chunk.raws.as_ref().map_or(0, String::len);
                 insert
                     .execute(params![
                         session_id,
@@ -344,142 +363,14 @@ impl BatchWriter for SqliteWriter {
             })?;
         }
         tx.commit().map_err(sql_error)?;
+        // A record written counts as a page.
+        let records = batch
+            .iter()
+            .filter(|w| !matches!(w, Write::Events { .. }))
+            .count();
+        self.checkpointer.committed(bytes + records * 4096);
         Ok(flags)
     }
-}
-
-/// A batch's events gathered per session, in order, to be written as chunks.
-#[derive(Default)]
-struct Chunks<'a> {
-    sessions: Vec<(&'a str, Vec<&'a Arc<StoredEvent>>)>,
-}
-
-impl<'a> Chunks<'a> {
-    fn add(&mut self, session_id: &'a str, events: &'a [Arc<StoredEvent>]) {
-        let at = match self.sessions.iter().position(|(id, _)| *id == session_id) {
-            Some(at) => at,
-            None => {
-                self.sessions.push((session_id, Vec::new()));
-                self.sessions.len() - 1
-            }
-        };
-        self.sessions[at].1.extend(events);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.sessions.is_empty()
-    }
-
-    /// Calls `write` with each chunk: a session's consecutive events, at most
-    /// [`CHUNK_EVENTS`] and (unless one event is larger) [`CHUNK_BYTES`] of JSON.
-    fn write(
-        &self,
-        mut write: impl FnMut(&str, &[&Arc<StoredEvent>]) -> Result<(), StoreError>,
-    ) -> Result<(), StoreError> {
-        for (session_id, events) in &self.sessions {
-            let mut start = 0;
-            while start < events.len() {
-                let mut end = start;
-                let mut bytes = 0;
-                while end < events.len()
-                    && end - start < CHUNK_EVENTS
-                    && (end == start || bytes + events[end].json.len() <= CHUNK_BYTES)
-                {
-                    bytes += events[end].json.len();
-                    end += 1;
-                }
-                write(session_id, &events[start..end])?;
-                start = end;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A chunk's columns.
-struct EncodedChunk {
-    first: u64,
-    last: u64,
-    events: String,
-    raws: Option<String>,
-}
-
-/// Encodes consecutive events as a chunk: `[`, one event per line separated by `,`, `]`.
-fn encode_chunk(events: &[&Arc<StoredEvent>]) -> EncodedChunk {
-    let size: usize = events.iter().map(|e| e.json.len() + 2).sum();
-    let mut text = String::with_capacity(size + 4);
-    text.push('[');
-    for (i, e) in events.iter().enumerate() {
-        text.push_str(if i == 0 { "\n" } else { ",\n" });
-        text.push_str(&e.json);
-    }
-    text.push_str("\n]");
-    let raws = events.iter().any(|e| e.raw.is_some()).then(|| {
-        let mut raws = String::from("[");
-        for (i, e) in events.iter().enumerate() {
-            raws.push_str(if i == 0 { "\n" } else { ",\n" });
-            match &e.raw {
-                Some(raw) => raws.push_str(&raw.json()),
-                None => raws.push_str("null"),
-            }
-        }
-        raws.push_str("\n]");
-        raws
-    });
-    EncodedChunk {
-        first: events.first().map_or(0, |e| e.sequence),
-        last: events.last().map_or(0, |e| e.sequence),
-        events: text,
-        raws,
-    }
-}
-
-/// The lines of a chunk column between its `[` and `]`, each without its separating `,`.
-fn chunk_lines(text: &str) -> impl Iterator<Item = &str> {
-    let inner = text
-        .strip_prefix("[\n")
-        .and_then(|t| t.strip_suffix("\n]"))
-        .unwrap_or("");
-    inner
-        .split('\n')
-        .map(|line| line.strip_suffix(',').unwrap_or(line))
-}
-
-/// Decodes the events of one chunk with `after < sequence <= upto` into `out`.
-fn decode_chunk(
-    first: u64,
-    last: u64,
-    events: &str,
-    raws: Option<&str>,
-    after: u64,
-    upto: u64,
-    out: &mut Vec<StoredEvent>,
-) -> Result<(), StoreError> {
-    let bad = || {
-        StoreError::Backend(format!(
-            "the stored chunk of events {first}..={last} is not valid"
-        ))
-    };
-    let mut raws = raws.map(chunk_lines);
-    let mut count = 0;
-    for (line, sequence) in chunk_lines(events).zip(first..) {
-        count += 1;
-        let raw = match raws.as_mut() {
-            Some(raws) => Some(raws.next().ok_or_else(bad)?).filter(|r| *r != "null"),
-            None => None,
-        };
-        if sequence > after && sequence <= upto {
-            out.push(StoredEvent::from_stored(
-                sequence,
-                line.to_owned(),
-                raw.map(Box::from),
-            )?);
-        }
-    }
-    if first + count - 1 != last || count == 0 {
-        return Err(bad());
-    }
-    Ok(())
 }
 
 /// Runs an insert or update of a session record whose parameters are the record's columns
