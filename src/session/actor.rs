@@ -189,6 +189,15 @@ impl Actor {
         }
     }
 
+    /// Waits while the store's write queue is full, so the append after it does not block
+    /// a runtime thread (other sessions' tasks go on meanwhile); the agent's output waits in
+    /// its pipe.
+    async fn wait_for_room(&self) {
+        if let Some(mut room) = self.ctx.store.room() {
+            let _ = room.wait_for(|room| *room).await;
+        }
+    }
+
     /// Appends the pending drafts to the log and refreshes the live info.
     fn flush(&mut self) {
         if self.drafts.is_empty() {
@@ -580,6 +589,7 @@ impl Actor {
                         }
                         event = process.next_event().now_or_never().flatten();
                     }
+                    self.wait_for_room().await;
                     self.flush();
                     if let Some(t) = limits.inactivity_timeout {
                         idle_deadline = Some(Instant::now() + t);

@@ -57,8 +57,8 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
-            tail_events: 256,
-            max_pending_events: 8192,
+            tail_events: 128,
+            max_pending_events: 4096,
             visible_after_commit: false,
         }
     }
@@ -255,6 +255,10 @@ impl EventStore for BatchedStore {
     fn subscribe(&self, session_id: &str) -> Result<watch::Receiver<u64>, StoreError> {
         Ok(self.log(session_id)?.subscribe())
     }
+
+    fn room(&self) -> Option<watch::Receiver<bool>> {
+        Some(self.writer.room())
+    }
 }
 
 /// Implements [`EventStore`] for a newtype around a [`BatchedStore`] by delegation.
@@ -315,6 +319,10 @@ macro_rules! delegate_event_store {
             ) -> Result<tokio::sync::watch::Receiver<u64>, $crate::store::StoreError> {
                 self.0.subscribe(session_id)
             }
+
+            fn room(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+                self.0.room()
+            }
         }
     };
 }
@@ -338,6 +346,9 @@ mod tests {
         records: Mutex<BTreeMap<String, SessionRecord>>,
         events: Mutex<BTreeMap<(String, u64), String>>,
         broken: AtomicBool,
+        /// Held by a test to hold up commits.
+        gate: Mutex<()>,
+        commits: std::sync::atomic::AtomicUsize,
     }
 
     struct FakeWriter(Arc<FakeDb>);
@@ -345,6 +356,8 @@ mod tests {
 
     impl BatchWriter for FakeWriter {
         fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
+            drop(self.0.gate.lock().unwrap());
+            self.0.commits.fetch_add(1, Ordering::SeqCst);
             if self.0.broken.load(Ordering::SeqCst) {
                 return Err(StoreError::Backend("disk on fire".into()));
             }
@@ -467,7 +480,9 @@ mod tests {
                 .unwrap();
         }
         store.flush().unwrap();
-        assert_eq!(tail_len(&store, "s"), 32);
+        // The capacity, and up to as much again of the last commit (for readers behind).
+        let len = tail_len(&store, "s");
+        assert!((32..=64).contains(&len), "{len} events in the tail");
         assert_eq!(db.events.lock().unwrap().len(), 1000);
         let all = store.read("s", 0, 2000).unwrap();
         assert_eq!(all.len(), 1000);
@@ -518,6 +533,60 @@ mod tests {
             .is_err());
         assert_eq!(store.last_sequence("s").unwrap(), 2);
         assert_eq!(store.read("s", 0, 10).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_trickle_of_appends_is_committed_in_few_transactions() {
+        let db = Arc::new(FakeDb::default());
+        let store = store(&db, StoreOptions::default());
+        store.create(&record("s")).unwrap();
+        let before = db.commits.load(Ordering::SeqCst);
+        let start = std::time::Instant::now();
+        for _ in 0..40 {
+            store.append("s", &mut drafts(1), "t".into(), None).unwrap();
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        let elapsed_ms = start.elapsed().as_millis() as usize;
+        let commits = db.commits.load(Ordering::SeqCst) - before;
+        store.flush().unwrap();
+        assert_eq!(db.events.lock().unwrap().len(), 40);
+        // At most one commit a millisecond (plus the first), not one per append.
+        assert!(
+            commits <= elapsed_ms + 2,
+            "{commits} commits for 40 appends in {elapsed_ms} ms"
+        );
+    }
+
+    #[test]
+    fn room_says_when_an_append_would_wait() {
+        let db = Arc::new(FakeDb::default());
+        let options = StoreOptions {
+            max_pending_events: 16,
+            ..StoreOptions::default()
+        };
+        let store = store(&db, options);
+        store.create(&record("s")).unwrap();
+        let mut room = store.room().expect("a durable store bounds its queue");
+        assert!(*room.borrow_and_update());
+        let gate = db.gate.lock().unwrap();
+        // The writer is held up: the queue fills past three quarters.
+        for _ in 0..7 {
+            store.append("s", &mut drafts(2), "t".into(), None).unwrap();
+        }
+        assert!(!*room.borrow_and_update(), "no room with 14 of 16 queued");
+        drop(gate);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(5), room.wait_for(|r| *r))
+                .await
+                .expect("room once the writer drains")
+                .unwrap();
+        });
+        store.flush().unwrap();
+        assert_eq!(db.events.lock().unwrap().len(), 14);
     }
 
     #[test]

@@ -158,6 +158,13 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// A receiver of the last sequence, changed after every append.
     fn subscribe(&self, session_id: &str) -> Result<watch::Receiver<u64>, StoreError>;
+
+    /// For a store whose `append` can wait (a durable store bounds what is queued for its
+    /// writer): a receiver of whether it has room. An appender on an async runtime waits for
+    /// `true` first, so a full queue holds up its task, not a runtime thread.
+    fn room(&self) -> Option<watch::Receiver<bool>> {
+        None
+    }
 }
 
 /// Waits until the log holds an event after `cursor`. Returns false when the log is gone.

@@ -76,7 +76,11 @@ impl StoredEvent {
         buf.clear();
         // Serializing plain data into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut *buf, &event.view(false));
-        let mut json = String::from_utf8_lossy(buf).into_owned();
+        // serde_json writes UTF-8; checked anyway (faster than a lossy conversion).
+        let mut json = match std::str::from_utf8(buf) {
+            Ok(text) => text.to_owned(),
+            Err(_) => String::from_utf8_lossy(buf).into_owned(),
+        };
         if json.contains('\n') {
             // Only a raw JSON value kept verbatim from an agent line could hold a line break
             // (and the framing splits lines there); stored text is one line per event.

@@ -10,13 +10,17 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
 use super::StoredEvent;
 
 /// How many capacities of committed events the tail may hold for readers behind it.
-const READERS_KEPT: u64 = 4;
+const READERS_KEPT: u64 = 2;
+/// How long a read keeps the events after it from eviction (see [`Tail::evict`]): about
+/// half of it to a whole of it.
+const READ_WINDOW: Duration = Duration::from_millis(500);
 
 /// A session's tail and watermarks.
 pub(crate) struct SessionLog {
@@ -37,9 +41,11 @@ pub(crate) struct Tail {
     committed: u64,
     /// The first sequence of the last commit: events from here on stay (see [`Tail::evict`]).
     last_commit_from: u64,
-    /// The lowest sequence readers asked for since the last commit, and in the two commit
-    /// intervals before (`u64::MAX`: no read); see [`Tail::evict`].
-    read_from: [u64; 3],
+    /// The lowest sequence readers asked for since `read_since`, and in the half window
+    /// before it (`u64::MAX`: no read); see [`Tail::evict`].
+    read_from: [u64; 2],
+    read_since: Instant,
+    read_window: Duration,
     capacity: usize,
     /// `session.ended` was appended: nothing more will be, so keep nothing once committed.
     closed: bool,
@@ -56,7 +62,9 @@ impl SessionLog {
                 last,
                 committed: last,
                 last_commit_from: last + 1,
-                read_from: [u64::MAX; 3],
+                read_from: [u64::MAX; 2],
+                read_since: Instant::now(),
+                read_window: READ_WINDOW,
                 capacity,
                 closed: false,
             }),
@@ -98,16 +106,19 @@ impl SessionLog {
         self.visible.subscribe()
     }
 
-    /// Records that the writer made everything up to `sequence` durable, and trims the tail.
+    /// Records that the writer made everything up to `sequence` durable. The tail is trimmed
+    /// by the next append (on the thread that allocated the events, where freeing them is
+    /// cheap), or here when nothing more was appended meanwhile.
     pub fn committed(&self, sequence: u64) {
         {
             let mut tail = self.tail();
             if sequence > tail.committed {
                 tail.last_commit_from = tail.committed + 1;
                 tail.committed = sequence;
-                tail.read_from = [u64::MAX, tail.read_from[0], tail.read_from[1]];
             }
-            tail.evict();
+            if tail.committed >= tail.last {
+                tail.evict();
+            }
         }
         if self.visible_on_commit {
             self.show_up_to(sequence);
@@ -139,7 +150,23 @@ impl Tail {
 
     /// Notes that a reader asked for the events from `from` on.
     pub fn reading_from(&mut self, from: u64) {
+        self.forget_old_reads();
         self.read_from[0] = self.read_from[0].min(from);
+    }
+
+    /// Starts a new half window of reads when the current one is over.
+    fn forget_old_reads(&mut self) {
+        let half = self.read_window / 2;
+        let elapsed = self.read_since.elapsed();
+        if elapsed >= half {
+            let previous = if elapsed >= 2 * half {
+                u64::MAX
+            } else {
+                self.read_from[0]
+            };
+            self.read_from = [u64::MAX, previous];
+            self.read_since = Instant::now();
+        }
     }
 
     /// Up to `count` events from `from` on (`from >= first()`).
@@ -152,11 +179,12 @@ impl Tail {
     }
 
     /// Drops committed events beyond the capacity (all committed ones once closed), but not
-    /// those of the last commit, nor those readers asked for in the last three commit
-    /// intervals (together at most [`READERS_KEPT`] capacities): one commit can make many
-    /// events visible at once, and readers that keep up, even some way behind, then find
-    /// them here and not in the database. A reader too far behind, or paused, reads there.
+    /// those of the last commit, nor those readers asked for within the last [`READ_WINDOW`]
+    /// (together at most [`READERS_KEPT`] capacities): one commit can make many events
+    /// visible at once, and readers that keep up, even some way behind, then find them here
+    /// and not in the database. A reader too far behind, or paused, reads there.
     fn evict(&mut self) {
+        self.forget_old_reads();
         let (keep, below) = if self.closed {
             (0, self.committed + 1)
         } else {
@@ -205,31 +233,46 @@ mod tests {
 
     #[test]
     fn the_tail_keeps_the_last_commit_and_what_readers_still_read() {
-        // Capacity 4: at most 16 committed events kept for readers.
-        let log = SessionLog::new("s", 0, 4, true);
+        // Capacity 8: at most 16 committed events kept for readers.
+        assert_eq!(READERS_KEPT, 2);
+        let log = SessionLog::new("s", 0, 8, true);
         log.tail().push(&events(1, 10), false);
         assert_eq!(first(&log), 1, "uncommitted events always stay");
         log.committed(10);
         assert_eq!(first(&log), 1, "the whole last commit stays");
         log.tail().push(&events(11, 12), false);
         log.committed(12);
-        assert_eq!(first(&log), 9, "the capacity, once no reader is behind");
+        assert_eq!(first(&log), 5, "the capacity, once no reader is behind");
 
-        // A reader at 9 keeps its events through the next commits …
-        log.tail().reading_from(9);
+        // A reader at 5 keeps its events through the next commits …
+        log.tail().reading_from(5);
         log.tail().push(&events(13, 20), false);
         log.committed(20);
-        assert_eq!(first(&log), 9);
+        assert_eq!(first(&log), 5);
         // … but never more than 16 committed events …
         log.tail().push(&events(21, 30), false);
         log.committed(30);
         assert_eq!(first(&log), 15);
-        // … and not after three commit intervals without reading.
-        for n in 31..=33 {
-            log.tail().push(&events(n, n), false);
-            log.committed(n);
-        }
-        assert_eq!(first(&log), 30);
+        // … and not once the reader has not read for a window.
+        log.tail().read_window = Duration::from_millis(20);
+        std::thread::sleep(Duration::from_millis(30));
+        log.tail().push(&events(31, 33), false);
+        log.committed(33);
+        assert_eq!(first(&log), 26);
+    }
+
+    #[test]
+    fn a_commit_behind_the_appends_leaves_trimming_to_the_next_append() {
+        let log = SessionLog::new("s", 0, 2, true);
+        log.tail().push(&events(1, 10), false);
+        log.committed(8);
+        assert_eq!(first(&log), 1, "9 and 10 are still being committed");
+        log.tail().push(&events(11, 11), false);
+        assert_eq!(
+            first(&log),
+            5,
+            "the append trims (keeping 4 of the last commit)"
+        );
     }
 
     #[test]
@@ -238,7 +281,7 @@ mod tests {
         log.tail().reading_from(1);
         log.tail().push(&events(1, 5), true);
         log.committed(3);
-        assert_eq!(first(&log), 4);
+        assert_eq!(first(&log), 1, "trimmed once everything is committed");
         log.committed(5);
         assert_eq!(first(&log), 6);
     }

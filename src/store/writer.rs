@@ -9,7 +9,7 @@
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::tail::SessionLog;
 use super::{SessionRecord, StoreError, StoredEvent};
@@ -18,6 +18,11 @@ use super::{SessionRecord, StoreError, StoredEvent};
 const MAX_BATCH_OPS: usize = 1024;
 /// The most events one transaction takes.
 const MAX_BATCH_EVENTS: usize = 1024;
+/// The least time from one commit to the next when nobody waits for the next: ordinary
+/// events arriving meanwhile are gathered into one transaction (at most this much later
+/// visible), instead of a commit each, which under many sessions' steady trickle of events
+/// cost more than everything else. Writes somebody waits for commit at once.
+const GROUP_COMMIT: Duration = Duration::from_millis(1);
 /// Pauses before retrying a failed batch (about 7 s in all), then the store fails.
 #[cfg(not(test))]
 const RETRY_DELAYS_MS: &[u64] = &[50, 200, 1000, 2000, 4000];
@@ -74,6 +79,15 @@ impl Op {
         }
     }
 
+    /// True when a caller waits for this op's commit.
+    fn is_awaited(&self) -> bool {
+        match self {
+            Op::Create { .. } | Op::Flush { .. } => true,
+            Op::Put { .. } => false,
+            Op::Events { done, .. } => done.is_some(),
+        }
+    }
+
     fn write(&self) -> Option<Write<'_>> {
         match self {
             Op::Create { record, .. } => Some(Write::Create(record)),
@@ -94,12 +108,7 @@ impl Op {
                 let _ = done.send(outcome.map_err(error));
             }
             Op::Put { .. } => {}
-            Op::Events { log, events, done } => {
-                if outcome.is_ok() {
-                    if let Some(last) = events.last() {
-                        log.committed(last.sequence);
-                    }
-                }
+            Op::Events { done, .. } => {
                 if let Some(done) = done {
                     let _ = done.send(outcome.map(|_| ()).map_err(error));
                 }
@@ -119,6 +128,9 @@ struct Shared {
     /// Why the store can no longer write, once it cannot.
     failure: Mutex<Option<String>>,
     max_pending: usize,
+    /// Whether the queue has room (below three quarters of `max_pending`): appenders on an
+    /// async runtime wait for it without blocking a runtime thread (see [`Writer::room`]).
+    room: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shared {
@@ -129,10 +141,22 @@ impl Shared {
             .clone()
     }
 
+    /// Events queued and not yet committed.
+    fn pending(&self) -> usize {
+        *self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn release(&self, events: usize) {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         *pending = pending.saturating_sub(events);
         self.drained.notify_all();
+        self.show_room(*pending);
+    }
+
+    fn show_room(&self, pending: usize) {
+        let room = pending < self.max_pending / 4 * 3;
+        self.room
+            .send_if_modified(|r| std::mem::replace(r, room) != room);
     }
 }
 
@@ -155,6 +179,7 @@ impl Writer {
             drained: Condvar::new(),
             failure: Mutex::new(None),
             max_pending: max_pending.max(1),
+            room: tokio::sync::watch::Sender::new(true),
         });
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -197,7 +222,13 @@ impl Writer {
         }
         self.check()?;
         *pending += events;
+        self.shared.show_room(*pending);
         Ok(())
+    }
+
+    /// A receiver of whether the queue has room; see [`crate::store::EventStore::room`].
+    pub fn room(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shared.room.subscribe()
     }
 
     /// Queues an operation.
@@ -236,9 +267,17 @@ fn failed(why: &str) -> StoreError {
     StoreError::Backend(format!("the event log can no longer be written: {why}"))
 }
 
-/// The writer thread: take everything queued (up to a cap), commit it, report, repeat.
+/// The writer thread: take everything queued (up to a cap, waiting up to [`GROUP_COMMIT`]
+/// after the last commit for more unless somebody waits), commit it, report, repeat.
 fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
+    let mut last_commit = Instant::now() - GROUP_COMMIT;
     while let Ok(first) = rx.recv() {
+        let since = last_commit.elapsed();
+        if since < GROUP_COMMIT && !first.is_awaited() && shared.pending() < MAX_BATCH_EVENTS {
+            // Sleep rather than wait on the queue: a thread woken by every append would cost
+            // a context switch per event, which is what gathering saves.
+            std::thread::sleep(GROUP_COMMIT - since);
+        }
         let mut events = first.event_count();
         let mut ops = vec![first];
         while ops.len() < MAX_BATCH_OPS && events < MAX_BATCH_EVENTS {
@@ -263,14 +302,26 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
         }
         match outcome {
             Ok(flags) => {
+                // Each session's log learns once per batch how far it is committed.
+                let mut logs: Vec<(Arc<SessionLog>, u64)> = Vec::new();
                 let mut flags = flags.into_iter();
                 for op in ops {
+                    if let Op::Events { log, events, .. } = &op {
+                        let last = events.last().map_or(0, |e| e.sequence);
+                        match logs.iter_mut().find(|(l, _)| Arc::ptr_eq(l, log)) {
+                            Some((_, seq)) => *seq = (*seq).max(last),
+                            None => logs.push((log.clone(), last)),
+                        }
+                    }
                     let flag = if op.write().is_some() {
                         flags.next().unwrap_or(true)
                     } else {
                         true
                     };
                     op.complete(Ok(flag));
+                }
+                for (log, sequence) in logs {
+                    log.committed(sequence);
                 }
             }
             Err(error) => {
@@ -280,6 +331,7 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
             }
         }
         shared.release(events);
+        last_commit = Instant::now();
     }
 }
 

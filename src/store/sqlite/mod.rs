@@ -120,7 +120,7 @@ impl SqliteStore {
             "codebuffd-sqlite-writer",
             Box::new(reader),
             Box::new(SqliteWriter {
-                checkpointer: Checkpointer::spawn(open_connection(path)?)?,
+                checkpointer: Checkpointer::spawn(open_checkpointer(path)?)?,
                 conn: writer,
                 full_sync: true,
             }),
@@ -254,6 +254,15 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| open_error(path, e))?;
+    Ok(conn)
+}
+
+/// The checkpoint thread's connection: it copies WAL frames to the database file and reads
+/// nothing else, so it needs next to no page cache.
+fn open_checkpointer(path: &Path) -> Result<Connection, StoreError> {
+    let conn = open_connection(path)?;
+    conn.execute_batch("PRAGMA cache_size=-64;")
         .map_err(|e| open_error(path, e))?;
     Ok(conn)
 }
