@@ -3,8 +3,11 @@
 //! Every reader reads the log at its own cursor, so a slow or paused client loses nothing and
 //! holds nothing but its cursor and one page; a client that disconnects drops its stream.
 
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tokio::time::Sleep;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -178,6 +181,11 @@ struct Cursor {
     include_raw: bool,
     until_turn_end: bool,
     keep_alive: Duration,
+    /// Fires at the latest when a keep-alive is due; armed once, re-armed when it fires
+    /// early (no timer registered per event, which a steady trickle would pay for each).
+    keep_alive_timer: Pin<Box<Sleep>>,
+    /// When the stream last sent something.
+    last_sent: Instant,
     done: bool,
 }
 
@@ -220,6 +228,8 @@ fn log_stream(
         include_raw,
         until_turn_end,
         keep_alive,
+        keep_alive_timer: Box::pin(tokio::time::sleep(keep_alive)),
+        last_sent: Instant::now(),
         done: false,
     };
     Ok(stream::unfold(cursor, |mut c| async move {
@@ -232,10 +242,24 @@ fn log_stream(
                 Err(_) => return None,
             };
             if page.is_empty() {
-                match tokio::time::timeout(c.keep_alive, wait_after(&mut c.rx, c.after)).await {
-                    Ok(true) => continue,
-                    Ok(false) => return None,
-                    Err(_) => return Some((Ok(KEEP_ALIVE.to_owned()), c)),
+                tokio::select! {
+                    more = wait_after(&mut c.rx, c.after) => {
+                        if more {
+                            continue;
+                        }
+                        return None;
+                    }
+                    () = &mut c.keep_alive_timer => {
+                        let due = c.last_sent + c.keep_alive;
+                        let now = Instant::now();
+                        if due > now {
+                            c.keep_alive_timer.as_mut().reset(due.into());
+                            continue;
+                        }
+                        c.last_sent = now;
+                        c.keep_alive_timer.as_mut().reset((now + c.keep_alive).into());
+                        return Some((Ok(KEEP_ALIVE.to_owned()), c));
+                    }
                 }
             }
             let mut text = String::with_capacity(page.iter().map(|e| e.json.len() + 32).sum());
@@ -247,6 +271,7 @@ fn log_stream(
                     break;
                 }
             }
+            c.last_sent = Instant::now();
             return Some((Ok(text), c));
         }
     }))

@@ -567,7 +567,13 @@ impl Actor {
         // The agent enforces `--timeout` itself; the daemon's deadline is a backstop after it.
         let deadline = timeout.map(|t| Instant::now() + t + Duration::from_secs(5));
         let far = Instant::now() + Duration::from_secs(86400 * 365);
-        let mut idle_deadline = limits.inactivity_timeout.map(|t| Instant::now() + t);
+        // Both clocks are armed once: output moves `last_output` on, and the idle timer,
+        // when it fires early, re-arms itself for the real deadline (no timer is registered
+        // per line, which a steady trickle of output would pay for every line).
+        let mut last_output = Instant::now();
+        let turn_timer = sleep_until(deadline.unwrap_or(far));
+        let idle_timer = sleep_until(limits.inactivity_timeout.map_or(far, |t| last_output + t));
+        tokio::pin!(turn_timer, idle_timer);
         let mut stderr = StderrCollector::default();
         let mut stop: Option<StopReason> = None;
         let mut exit: Option<ExitInfo> = None;
@@ -591,9 +597,7 @@ impl Actor {
                     }
                     self.wait_for_room().await;
                     self.flush();
-                    if let Some(t) = limits.inactivity_timeout {
-                        idle_deadline = Some(Instant::now() + t);
-                    }
+                    last_output = Instant::now();
                     // After the run's `finish` (its `turn.ended`) the process only winds down:
                     // the session is idle for whoever saw that event.
                     let status = if self.converter.turn_ended() {
@@ -614,13 +618,19 @@ impl Actor {
                         }
                     }
                 }
-                _ = sleep_until(deadline.unwrap_or(far)), if deadline.is_some() && stop.is_none() => {
+                _ = &mut turn_timer, if deadline.is_some() && stop.is_none() => {
                     let secs = timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
                     stop = Some(StopReason::TimedOut(format!("the turn exceeded its timeout of {secs} s")));
                     process.stop(Signal::SIGTERM, limits.stop_grace);
                 }
-                _ = sleep_until(idle_deadline.unwrap_or(far)), if idle_deadline.is_some() && stop.is_none() => {
-                    let secs = limits.inactivity_timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
+                _ = &mut idle_timer, if limits.inactivity_timeout.is_some() && stop.is_none() => {
+                    let idle = limits.inactivity_timeout.unwrap_or_default();
+                    let due = last_output + idle;
+                    if due > Instant::now() {
+                        idle_timer.as_mut().reset(due);
+                        continue;
+                    }
+                    let secs = idle.as_secs_f64();
                     stop = Some(StopReason::TimedOut(format!("the agent printed nothing for {secs} s")));
                     process.stop(Signal::SIGTERM, limits.stop_grace);
                 }
