@@ -33,6 +33,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use runs::run;
+use runs::Row;
 use startup::{start_once, Start};
 
 /// What to run, from `LOAD_*` variables (see `benches/README.md`).
@@ -48,7 +49,22 @@ pub struct Settings {
     pub timeout: Duration,
     pub client_threads: usize,
     pub daemon_args: Vec<String>,
+    /// `LOAD_BASELINE_ARGS`: daemon arguments of a baseline the floods are repeated with
+    /// (e.g. `--store memory`), to compare stores in one run.
+    pub baseline_args: Option<Vec<String>>,
     pub clk_tck: u64,
+}
+
+impl Settings {
+    /// Whether the daemon keeps its log in memory (`--store memory` / `--store=memory`).
+    pub fn memory_store(&self) -> bool {
+        let args = self.daemon_args.join(" ");
+        args.contains("--store memory") || args.contains("--store=memory")
+    }
+}
+
+fn split_args(value: &str) -> Vec<String> {
+    value.split_whitespace().map(str::to_owned).collect()
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -87,8 +103,11 @@ impl Settings {
             timeout: Duration::from_secs(env_u64("LOAD_TIMEOUT", 300)),
             client_threads: env_u64("LOAD_CLIENT_THREADS", 1).max(1) as usize,
             daemon_args: std::env::var("LOAD_DAEMON_ARGS")
-                .map(|s| s.split_whitespace().map(str::to_owned).collect())
+                .map(|s| split_args(&s))
                 .unwrap_or_default(),
+            baseline_args: std::env::var("LOAD_BASELINE_ARGS")
+                .ok()
+                .map(|s| split_args(&s)),
             clk_tck: clock_ticks_per_second(),
         }
     }
@@ -163,18 +182,46 @@ fn main() {
             rows.push(run(&s, &rt, name, k, s.rate_events, Some(s.rate)));
         }
     }
+    // The same floods against the baseline daemon, for the store comparison.
+    let baseline: Vec<Row> = match &s.baseline_args {
+        Some(args) => {
+            let b = Settings {
+                daemon_args: args.clone(),
+                baseline_args: None,
+                bin: s.bin.clone(),
+                ..s
+            };
+            let mut rows = vec![run(&b, &rt, "flood".into(), 1, b.events, None)];
+            if k > 1 {
+                rows.push(run(&b, &rt, "flood".into(), k, b.per_session, None));
+            }
+            rows
+        }
+        None => Vec::new(),
+    };
     drop(rt);
     let mut starts: Vec<Start> = (0..s.starts).map(|_| start_once(&s)).collect();
 
     let anomalies = report::runs(&rows);
+    let baseline_anomalies = if baseline.is_empty() {
+        Vec::new()
+    } else {
+        println!(
+            "baseline: LOAD_BASELINE_ARGS=\"{}\"",
+            s.baseline_args.as_deref().unwrap_or_default().join(" ")
+        );
+        report::runs(&baseline)
+    };
     let start_median = report::startup(&mut starts);
     println!("load average after: {}", daemon::load_average());
     println!();
-    let clean = rows.iter().all(|r| r.lost() == 0) && anomalies.is_empty();
+    let clean = rows.iter().chain(&baseline).all(|r| r.lost() == 0)
+        && anomalies.is_empty()
+        && baseline_anomalies.is_empty();
     if s.smoke {
         println!("targets: not evaluated in smoke mode");
     } else {
-        report::targets(&rows, start_median, clean);
+        report::targets(&rows, &baseline, s.memory_store(), start_median, clean);
     }
     assert_eq!(daemon::running(), 0, "daemons left running");
     if !clean {

@@ -32,6 +32,11 @@ fn fmt_int(n: f64) -> String {
     out
 }
 
+/// KiB as (decimal) megabytes, the unit of the memory targets.
+fn mb(kib: u64) -> f64 {
+    (kib * 1024) as f64 / 1e6
+}
+
 fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
 }
@@ -190,7 +195,13 @@ pub fn startup(starts: &mut [Start]) -> Option<Duration> {
 }
 
 /// Prints each target with its measured value and whether it was met.
-pub fn targets(rows: &[Row], start_median: Option<Duration>, clean: bool) {
+pub fn targets(
+    rows: &[Row],
+    baseline: &[Row],
+    memory_store: bool,
+    start_median: Option<Duration>,
+    clean: bool,
+) {
     println!("targets");
     if let Some(one) = rows.first() {
         println!(
@@ -216,6 +227,35 @@ pub fn targets(rows: &[Row], start_median: Option<Duration>, clean: bool) {
             r.sessions,
             fmt_ns(p99),
             verdict(p99 < 5_000_000)
+        );
+    }
+    // The durable stores' own targets: memory bounded, and close to the in-memory store.
+    let floods = rows.iter().filter(|r| r.name == "flood");
+    for (r, b) in floods.zip(baseline.iter().filter(|r| r.name == "flood")) {
+        let ratio = r.events_per_second() / b.events_per_second();
+        println!(
+            "  ≥ 80% of the baseline's events/s, flood x{:<3}{:>8.0} %   {}",
+            r.sessions,
+            ratio * 100.0,
+            verdict(ratio >= 0.8)
+        );
+    }
+    if !memory_store {
+        if let Some(r) = rows.iter().find(|r| r.name == "flood" && r.sessions > 1) {
+            println!(
+                "  ≤ 40 MB peak RSS, flood x{:<3} (durable)   {:>9.1} MB   {}",
+                r.sessions,
+                mb(r.peak_rss_kib),
+                verdict(r.peak_rss_kib * 1024 <= 40_000_000)
+            );
+        }
+    }
+    if let Some(r) = rows.first() {
+        let limit_mb = if memory_store { 8 } else { 10 };
+        println!(
+            "  ≤ {limit_mb} MB idle RSS                          {:>9.1} MB   {}",
+            mb(r.idle_rss_kib),
+            verdict(r.idle_rss_kib * 1024 <= limit_mb * 1_000_000)
         );
     }
     let lost: u64 = rows.iter().map(Row::lost).sum();
