@@ -21,7 +21,7 @@ const MAX_BATCH_EVENTS: usize = 1024;
 /// The least time from one commit to the next when nobody waits for the next: ordinary
 /// events arriving meanwhile are gathered into one transaction (at most this much later
 /// visible), instead of a commit each, which under many sessions' steady trickle of events
-/// cost more than everything else. Writes somebody waits for commit at once.
+/// cost more than everything else. A write somebody waits for ends the pause at once.
 const GROUP_COMMIT: Duration = Duration::from_millis(1);
 /// Pauses before retrying a failed batch (about 7 s in all), then the store fails.
 #[cfg(not(test))]
@@ -247,6 +247,10 @@ impl Writer {
     pub fn call<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, StoreError> {
         let (done, result) = mpsc::sync_channel(1);
         self.send(op(done))?;
+        // Cut short the writer's gathering pause: somebody waits.
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
         result
             .recv()
             .map_err(|_| StoreError::Backend("the store's writer has stopped".into()))?
@@ -274,9 +278,10 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
     while let Ok(first) = rx.recv() {
         let since = last_commit.elapsed();
         if since < GROUP_COMMIT && !first.is_awaited() && shared.pending() < MAX_BATCH_EVENTS {
-            // Sleep rather than wait on the queue: a thread woken by every append would cost
-            // a context switch per event, which is what gathering saves.
-            std::thread::sleep(GROUP_COMMIT - since);
+            // Park rather than wait on the queue: a thread woken by every append would cost
+            // a context switch per event, which is what gathering saves. A caller that waits
+            // for its commit unparks it (see `Writer::call`).
+            std::thread::park_timeout(GROUP_COMMIT - since);
         }
         let mut events = first.event_count();
         let mut ops = vec![first];
