@@ -1096,6 +1096,18 @@ fn the_sqlite_events_view_shows_every_event_of_a_large_batch() {
         .unwrap();
     assert_eq!((count, min, max), (700, 1, 700));
     assert!(chunks >= 3, "{chunks} chunks");
+    let (page_size, journal): (i64, String) = conn
+        .query_row(
+            "SELECT (SELECT page_size FROM pragma_page_size), (SELECT journal_mode FROM pragma_journal_mode)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (page_size, journal.as_str()),
+        (16384, "wal"),
+        "a new database"
+    );
     let message: String = conn
         .query_row(
             "SELECT event ->> '$.data.message' FROM events WHERE session_id = 'big' AND sequence = 613",
