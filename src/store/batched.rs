@@ -162,7 +162,19 @@ impl EventStore for BatchedStore {
 
     fn flush(&self) -> Result<(), StoreError> {
         self.writer.check()?;
-        self.writer.call(|done| Op::Flush { done })
+        self.writer.call(|done| Op::Flush { done })?;
+        // Everything is committed: trim every tail (here, not on the writer thread).
+        let logs: Vec<Arc<SessionLog>> = self
+            .logs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for log in logs {
+            log.tail().trim();
+        }
+        Ok(())
     }
 
     fn append(
@@ -191,6 +203,8 @@ impl EventStore for BatchedStore {
                 events,
                 done: Some(done),
             })?;
+            // Everything is committed now: trim here, not on the writer thread.
+            log.tail().trim();
         } else {
             self.writer.send(Op::Events {
                 log: log.clone(),

@@ -107,8 +107,10 @@ impl SessionLog {
     }
 
     /// Records that the writer made everything up to `sequence` durable. The tail is trimmed
-    /// by the next append (on the thread that allocated the events, where freeing them is
-    /// cheap), or here when nothing more was appended meanwhile.
+    /// by the appender (the next append, or the end of an append that waited for its commit),
+    /// on the thread that allocated the events, where freeing them is cheap; here only when
+    /// it holds far more than it should (the writer thread freeing events allocated by other
+    /// threads costs it more than all its SQLite work for them).
     pub fn committed(&self, sequence: u64) {
         {
             let mut tail = self.tail();
@@ -116,7 +118,8 @@ impl SessionLog {
                 tail.last_commit_from = tail.committed + 1;
                 tail.committed = sequence;
             }
-            if tail.committed >= tail.last {
+            let most = (1 + READERS_KEPT as usize) * tail.capacity;
+            if tail.closed || tail.events.len() > 2 * most {
                 tail.evict();
             }
         }
@@ -145,6 +148,11 @@ impl Tail {
             self.events.push_back(event.clone());
         }
         self.closed |= closes;
+        self.evict();
+    }
+
+    /// Drops what the tail need not keep any more (see [`Tail::evict`]).
+    pub fn trim(&mut self) {
         self.evict();
     }
 
@@ -231,6 +239,12 @@ mod tests {
         log.tail().first()
     }
 
+    /// A commit as the store sees it: the writer's notice, then the appender's trim.
+    fn commit(log: &SessionLog, sequence: u64) {
+        log.committed(sequence);
+        log.tail().trim();
+    }
+
     #[test]
     fn the_tail_keeps_the_last_commit_and_what_readers_still_read() {
         // Capacity 8: at most 16 committed events kept for readers.
@@ -238,41 +252,45 @@ mod tests {
         let log = SessionLog::new("s", 0, 8, true);
         log.tail().push(&events(1, 10), false);
         assert_eq!(first(&log), 1, "uncommitted events always stay");
-        log.committed(10);
+        commit(&log, 10);
         assert_eq!(first(&log), 1, "the whole last commit stays");
         log.tail().push(&events(11, 12), false);
-        log.committed(12);
+        commit(&log, 12);
         assert_eq!(first(&log), 5, "the capacity, once no reader is behind");
 
         // A reader at 5 keeps its events through the next commits …
         log.tail().reading_from(5);
         log.tail().push(&events(13, 20), false);
-        log.committed(20);
+        commit(&log, 20);
         assert_eq!(first(&log), 5);
         // … but never more than 16 committed events …
         log.tail().push(&events(21, 30), false);
-        log.committed(30);
+        commit(&log, 30);
         assert_eq!(first(&log), 15);
         // … and not once the reader has not read for a window.
         log.tail().read_window = Duration::from_millis(20);
         std::thread::sleep(Duration::from_millis(30));
         log.tail().push(&events(31, 33), false);
-        log.committed(33);
+        commit(&log, 33);
         assert_eq!(first(&log), 26);
     }
 
     #[test]
-    fn a_commit_behind_the_appends_leaves_trimming_to_the_next_append() {
+    fn the_writer_leaves_trimming_to_the_appender() {
         let log = SessionLog::new("s", 0, 2, true);
         log.tail().push(&events(1, 10), false);
         log.committed(8);
-        assert_eq!(first(&log), 1, "9 and 10 are still being committed");
+        assert_eq!(first(&log), 1, "not trimmed on the writer's thread");
         log.tail().push(&events(11, 11), false);
         assert_eq!(
             first(&log),
             5,
             "the append trims (keeping 4 of the last commit)"
         );
+        // Unless the tail holds far more than it should (2 × 3 capacities here).
+        log.tail().push(&events(12, 40), false);
+        log.committed(40);
+        assert_eq!(first(&log), 37, "trimmed by the writer past the bound");
     }
 
     #[test]
@@ -281,7 +299,11 @@ mod tests {
         log.tail().reading_from(1);
         log.tail().push(&events(1, 5), true);
         log.committed(3);
-        assert_eq!(first(&log), 1, "trimmed once everything is committed");
+        assert_eq!(
+            first(&log),
+            4,
+            "the writer trims an ended session's tail itself"
+        );
         log.committed(5);
         assert_eq!(first(&log), 6);
     }

@@ -60,26 +60,40 @@ impl<'a> Chunks<'a> {
     }
 }
 
+/// Buffers the writer encodes chunks into, reused from chunk to chunk: the writer thread then
+/// allocates nothing per chunk.
+#[derive(Default)]
+pub(super) struct ChunkBuffers {
+    events: String,
+    raws: String,
+}
+
 /// A chunk's columns.
-pub(super) struct EncodedChunk {
+pub(super) struct EncodedChunk<'b> {
     pub first: u64,
     pub last: u64,
-    pub events: String,
-    pub raws: Option<String>,
+    pub events: &'b str,
+    pub raws: Option<&'b str>,
 }
 
 /// Encodes consecutive events as a chunk: `[`, one event per line separated by `,`, `]`.
-pub(super) fn encode_chunk(events: &[&Arc<StoredEvent>]) -> EncodedChunk {
-    let size: usize = events.iter().map(|e| e.json.len() + 2).sum();
-    let mut text = String::with_capacity(size + 4);
+pub(super) fn encode_chunk<'b>(
+    events: &[&Arc<StoredEvent>],
+    buf: &'b mut ChunkBuffers,
+) -> EncodedChunk<'b> {
+    let text = &mut buf.events;
+    text.clear();
     text.push('[');
     for (i, e) in events.iter().enumerate() {
         text.push_str(if i == 0 { "\n" } else { ",\n" });
         text.push_str(&e.json);
     }
     text.push_str("\n]");
-    let raws = events.iter().any(|e| e.raw.is_some()).then(|| {
-        let mut raws = String::from("[");
+    let has_raws = events.iter().any(|e| e.raw.is_some());
+    let raws = &mut buf.raws;
+    raws.clear();
+    if has_raws {
+        raws.push('[');
         for (i, e) in events.iter().enumerate() {
             raws.push_str(if i == 0 { "\n" } else { ",\n" });
             match &e.raw {
@@ -88,13 +102,12 @@ pub(super) fn encode_chunk(events: &[&Arc<StoredEvent>]) -> EncodedChunk {
             }
         }
         raws.push_str("\n]");
-        raws
-    });
+    }
     EncodedChunk {
         first: events.first().map_or(0, |e| e.sequence),
         last: events.last().map_or(0, |e| e.sequence),
-        events: text,
-        raws,
+        events: &buf.events,
+        raws: has_raws.then_some(buf.raws.as_str()),
     }
 }
 

@@ -19,7 +19,7 @@ mod checkpoint;
 mod chunk;
 
 use checkpoint::Checkpointer;
-use chunk::{decode_chunk, encode_chunk, Chunks};
+use chunk::{decode_chunk, encode_chunk, ChunkBuffers, Chunks};
 
 use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
 use super::row::{decode_settings, running_process, to_i64, to_u64, RecordInts};
@@ -125,6 +125,7 @@ impl SqliteStore {
                 checkpointer: Checkpointer::spawn(open_checkpointer(path)?)?,
                 conn: writer,
                 full_sync: true,
+                buffers: ChunkBuffers::default(),
             }),
             options,
         )?;
@@ -289,6 +290,7 @@ struct SqliteWriter {
     conn: Connection,
     /// Whether the connection is in `synchronous=FULL` now.
     full_sync: bool,
+    buffers: ChunkBuffers,
 }
 
 impl SqliteWriter {
@@ -364,8 +366,8 @@ impl BatchWriter for SqliteWriter {
                 )
                 .map_err(sql_error)?;
             chunks.write(|session_id, events| {
-                let chunk = encode_chunk(events);
-                bytes += chunk.events.len() + chunk.raws.as_ref().map_or(0, String::len);
+                let chunk = encode_chunk(events, &mut self.buffers);
+                bytes += chunk.events.len() + chunk.raws.map_or(0, str::len);
                 insert
                     .execute(params![
                         session_id,
