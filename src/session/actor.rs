@@ -263,10 +263,6 @@ impl Actor {
         }
     }
 
-    fn last_sequence(&self) -> u64 {
-        self.ctx.store.last_sequence(&self.id).unwrap_or(0)
-    }
-
     /// Brings a stored session back: kills the agent of a turn the previous daemon left running
     /// (only if it is still the same process), ends that turn as interrupted, and restores the
     /// converter's state from the log.
@@ -462,7 +458,9 @@ impl Actor {
         }
         self.reject_stale_questions();
         self.flush();
-        let first = self.last_sequence() + 1;
+        // The last appended event, which a store may not show readers yet (it shows events
+        // once committed): the turn's stream starts right after it either way.
+        let first = self.live().event_count + 1;
         self.converter
             .begin_turn(Some(&queued.prompt), &mut self.drafts);
         self.flush();
