@@ -6,6 +6,7 @@
 //! references in results), pending questions and costs. Each input line turns into zero or more
 //! [`EventDraft`]s, pushed onto the caller's buffer; the caller stamps sequence and time.
 
+use super::text_buf::TextBuf;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -76,7 +77,7 @@ struct OpenText {
     item_id: String,
     native_item_id: Option<String>,
     parent_id: Option<String>,
-    text: String,
+    text: TextBuf,
     deltas: usize,
 }
 
@@ -469,7 +470,7 @@ impl CodebuffConverter {
         self.close_reasoning_of(&owner, out);
         self.open_message(&owner, raw.clone(), out);
         let mut open = self.messages.remove(&owner).expect("opened above");
-        open.text = e.text;
+        open.text.set(e.text);
         complete_text(open, ItemStatus::Completed, text_part, raw, out);
     }
 
@@ -503,7 +504,7 @@ impl CodebuffConverter {
                 item_id,
                 native_item_id: native,
                 parent_id,
-                text: String::new(),
+                text: TextBuf::default(),
                 deltas: 0,
             };
             out.push(EventDraft::from_agent(
@@ -609,7 +610,7 @@ impl CodebuffConverter {
                 item_id: self.id_for("tool_result", &e.tool_call_id),
                 native_item_id: Some(e.tool_call_id.clone()),
                 parent_id: self.parent_of(agent),
-                text: String::new(),
+                text: TextBuf::default(),
                 deltas: 0,
             };
             let mut item = text_item(&open, result_part(&e.tool_call_id, ""));
@@ -877,7 +878,7 @@ impl CodebuffConverter {
                 item_id: self.fresh_id(),
                 native_item_id: None,
                 parent_id: self.parent_of(owner.as_deref()),
-                text: String::new(),
+                text: TextBuf::default(),
                 deltas: 0,
             };
             out.push(EventDraft::from_agent(
@@ -1109,14 +1110,15 @@ fn complete_text(
     raw: Option<Arc<RawLine>>,
     out: &mut Vec<EventDraft>,
 ) {
+    let text = open.text.to_text();
     if open.deltas == 0 {
         out.push(EventDraft::synthetic(EventData::ItemDelta(ItemDeltaData {
             item_id: open.item_id.clone(),
             native_item_id: open.native_item_id.clone(),
-            delta: open.text.clone(),
+            delta: text.clone(),
         })));
     }
-    let mut item = text_item(&open, part(&open.text));
+    let mut item = text_item(&open, part(&text));
     item.status = status;
     let data = EventData::ItemCompleted(ItemEventData { item });
     out.push(match raw {

@@ -7,6 +7,7 @@
 mod answer;
 mod convert;
 mod event;
+mod text_buf;
 mod tools;
 
 pub use answer::{answer_line, skip_line, AnswerError};
