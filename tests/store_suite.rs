@@ -948,9 +948,8 @@ fn check_upgraded(open: &dyn Fn() -> Arc<dyn EventStore>, id: &str) {
     assert_eq!(find(&*store).owner, "adopter");
 }
 
-#[test]
-fn a_version_1_sqlite_database_is_upgraded() {
-    const SCHEMA_V1: &str = "
+/// The tables of a version-1 SQLite database (one row per event).
+const SQLITE_V1_TABLES: &str = "
         CREATE TABLE sessions (
             session_id TEXT PRIMARY KEY NOT NULL, agent TEXT NOT NULL,
             created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, settings TEXT NOT NULL,
@@ -965,11 +964,15 @@ fn a_version_1_sqlite_database_is_upgraded() {
             event TEXT NOT NULL, raw TEXT, raw_is_text INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY (session_id, sequence)
         );
-        PRAGMA user_version = 1;";
+";
+
+#[test]
+fn a_version_1_sqlite_database_is_upgraded() {
     let dir = TempDir::new();
     let path = dir.0.join("codebuffd.db");
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch(SCHEMA_V1).unwrap();
+    conn.execute_batch(SQLITE_V1_TABLES).unwrap();
+    conn.execute_batch("PRAGMA user_version = 1;").unwrap();
     conn.execute_batch(V1_SESSION).unwrap();
     drop(conn);
     check_upgraded(&|| Arc::new(SqliteStore::open(&path).unwrap()), "old");
@@ -982,23 +985,8 @@ fn a_version_1_sqlite_database_is_upgraded() {
 
 #[test]
 fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
-    // Version 2 kept one row per event.
-    const SCHEMA_V2: &str = "
-        CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY NOT NULL, agent TEXT NOT NULL,
-            created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, settings TEXT NOT NULL,
-            native_session_id TEXT, status TEXT NOT NULL, ended INTEGER NOT NULL,
-            end_reason TEXT, end_message TEXT, cost_credits REAL NOT NULL,
-            turns INTEGER NOT NULL, event_count INTEGER NOT NULL, next_item INTEGER NOT NULL,
-            running_pid INTEGER, running_pgid INTEGER, running_start_ticks INTEGER,
-            owner TEXT NOT NULL DEFAULT ''
-        );
-        CREATE INDEX sessions_by_age ON sessions (created_at, session_id);
-        CREATE TABLE events (
-            session_id TEXT NOT NULL, sequence INTEGER NOT NULL, type TEXT NOT NULL,
-            event TEXT NOT NULL, raw TEXT, raw_is_text INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (session_id, sequence)
-        );
+    // Version 2 still kept one row per event, and added the owner.
+    const SCHEMA_V2: &str = "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT '';
         PRAGMA user_version = 2;";
     let dir = TempDir::new();
     let path = dir.0.join("codebuffd.db");
@@ -1010,6 +998,7 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
         })
         .collect();
     let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(SQLITE_V1_TABLES).unwrap();
     conn.execute_batch(SCHEMA_V2).unwrap();
     conn.execute_batch(V1_SESSION).unwrap();
     for e in &written {
