@@ -307,26 +307,30 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
         }
         match outcome {
             Ok(flags) => {
-                // Each session's log learns once per batch how far it is committed.
-                let mut logs: Vec<(Arc<SessionLog>, u64)> = Vec::new();
-                let mut flags = flags.into_iter();
-                for op in ops {
-                    if let Op::Events { log, events, .. } = &op {
+                // Each session's log learns once per batch how far it is committed, before
+                // anybody waiting hears of the commit (and trims the tail, which only lets
+                // committed events go).
+                let mut logs: Vec<(&Arc<SessionLog>, u64)> = Vec::new();
+                for op in &ops {
+                    if let Op::Events { log, events, .. } = op {
                         let last = events.last().map_or(0, |e| e.sequence);
                         match logs.iter_mut().find(|(l, _)| Arc::ptr_eq(l, log)) {
                             Some((_, seq)) => *seq = (*seq).max(last),
-                            None => logs.push((log.clone(), last)),
+                            None => logs.push((log, last)),
                         }
                     }
+                }
+                for (log, sequence) in logs {
+                    log.committed(sequence);
+                }
+                let mut flags = flags.into_iter();
+                for op in ops {
                     let flag = if op.write().is_some() {
                         flags.next().unwrap_or(true)
                     } else {
                         true
                     };
                     op.complete(Ok(flag));
-                }
-                for (log, sequence) in logs {
-                    log.committed(sequence);
                 }
             }
             Err(error) => {
