@@ -363,6 +363,7 @@ mod tests {
         /// Held by a test to hold up commits.
         gate: Mutex<()>,
         commits: std::sync::atomic::AtomicUsize,
+        panics: AtomicBool,
     }
 
     struct FakeWriter(Arc<FakeDb>);
@@ -372,6 +373,10 @@ mod tests {
         fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
             drop(self.0.gate.lock().unwrap());
             self.0.commits.fetch_add(1, Ordering::SeqCst);
+            assert!(
+                !self.0.panics.load(Ordering::SeqCst),
+                "the writer panics (on purpose)"
+            );
             if self.0.broken.load(Ordering::SeqCst) {
                 return Err(StoreError::Backend("disk on fire".into()));
             }
@@ -569,6 +574,38 @@ mod tests {
             commits <= elapsed_ms + 2,
             "{commits} commits for 40 appends in {elapsed_ms} ms"
         );
+    }
+
+    #[test]
+    fn a_writer_that_panicked_fails_appends_instead_of_hanging_them() {
+        let db = Arc::new(FakeDb::default());
+        let options = StoreOptions {
+            max_pending_events: 4,
+            ..StoreOptions::default()
+        };
+        let store = store(&db, options);
+        store.create(&record("s")).unwrap();
+        db.panics.store(true, Ordering::SeqCst);
+        // Queued (3 of 4: no room), then the writer panics on them and never releases them.
+        store.append("s", &mut drafts(3), "t".into(), None).unwrap();
+        let mut room = store.room().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(5), room.wait_for(|r| *r))
+                .await
+                .expect("room is shown once the writer is gone")
+                .unwrap();
+        });
+        // Appends fail at once, even past the queue's cap, instead of waiting forever.
+        for batch in [vec![session_ended()], drafts(4)] {
+            let error = store
+                .append("s", &mut batch.clone(), "t".into(), None)
+                .unwrap_err();
+            assert!(error.to_string().contains("stopped"), "{error}");
+        }
     }
 
     #[test]

@@ -186,7 +186,10 @@ impl Writer {
             .name(name.to_owned())
             .spawn({
                 let shared = shared.clone();
-                move || run(backend, rx, &shared)
+                move || {
+                    let stopped = Stopped(shared);
+                    run(backend, rx, &stopped.0);
+                }
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store's writer: {e}")))?;
         Ok(Writer {
@@ -264,6 +267,22 @@ impl Drop for Writer {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// Marks the store failed when the writer thread ends for any reason other than the store
+/// being dropped (a panic): appenders waiting for room or for the queue to drain then get an
+/// error instead of waiting forever.
+struct Stopped(Arc<Shared>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut failure = self.0.failure.lock().unwrap_or_else(|p| p.into_inner());
+            failure.get_or_insert_with(|| "the store's writer stopped".to_owned());
+        }
+        self.0.drained.notify_all();
+        self.0.room.send_replace(true);
     }
 }
 
