@@ -203,6 +203,13 @@ pub fn targets(
     clean: bool,
 ) {
     println!("targets");
+    if !memory_store {
+        println!(
+            "  (the events/s, CPU and p99 targets were set for the in-memory store: \
+             LOAD_DAEMON_ARGS=\"--store memory\" checks them; a durable store's own targets \
+             are the RSS and baseline rows)"
+        );
+    }
     if let Some(one) = rows.first() {
         println!(
             "  ≥ 300,000 events/s, one session          {:>12}   {}",
