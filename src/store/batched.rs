@@ -11,7 +11,8 @@
 //! visible (the writer raises the watermark), but `append` still waits only for the ending ones.
 //!
 //! Memory is bounded: each session keeps a small tail (only committed events leave it, none
-//! once the session has ended), and the writer's queue is capped (`append` waits when full).
+//! once the session has ended), and the writer's queue is capped (`append` waits when full;
+//! `room` lets an appender on an async runtime wait without blocking its thread).
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};

@@ -386,7 +386,8 @@ impl BatchWriter for SqliteWriter {
             .iter()
             .filter(|w| !matches!(w, Write::Events { .. }))
             .count();
-        self.checkpointer.committed(bytes + records * 4096);
+        self.checkpointer
+            .committed(bytes + records * PAGE_SIZE as usize);
         Ok(flags)
     }
 }
