@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::FutureExt;
 use nix::sys::signal::Signal;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, Instant};
 
 use super::context::SessionContext;
@@ -103,6 +103,9 @@ pub(crate) struct Actor {
     created_at: u64,
     /// Set for a session loaded from the store: recover before serving commands.
     restore: Option<Option<RunningProcess>>,
+    /// Whether the store's write queue has room (a store whose appends can wait; see
+    /// [`crate::store::EventStore::room`]).
+    room: Option<watch::Receiver<bool>>,
 }
 
 /// Milliseconds since the epoch, for `SessionInfo`.
@@ -124,6 +127,7 @@ impl Actor {
     ) -> Self {
         Actor {
             restore: None,
+            room: ctx.store.room(),
             created_at,
             id,
             settings,
@@ -192,8 +196,8 @@ impl Actor {
     /// Waits while the store's write queue is full, so the append after it does not block
     /// a runtime thread (other sessions' tasks go on meanwhile); the agent's output waits in
     /// its pipe.
-    async fn wait_for_room(&self) {
-        if let Some(mut room) = self.ctx.store.room() {
+    async fn wait_for_room(&mut self) {
+        if let Some(room) = &mut self.room {
             let _ = room.wait_for(|room| *room).await;
         }
     }

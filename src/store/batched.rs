@@ -231,12 +231,11 @@ impl EventStore for BatchedStore {
         let end = log.visible().min(after.saturating_add(limit as u64));
         let mut out = Vec::new();
         let mut cursor = after;
-        if cursor < end {
-            log.tail().reading_from(cursor + 1);
-        }
         while cursor < end {
             let upto = {
-                let tail = log.tail();
+                let mut tail = log.tail();
+                // The lowest is kept: a read that goes on in the database noted its start.
+                tail.reading_from(cursor + 1);
                 let first = tail.first();
                 if cursor + 1 >= first {
                     tail.copy_from(cursor + 1, (end - cursor) as usize, &mut out);
