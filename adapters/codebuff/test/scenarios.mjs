@@ -69,6 +69,11 @@ export const AGENT_DEFINITIONS = {
   },
 }
 
+/** A reply's `ask_user` tool call asking `questions`. */
+function askUser(id, questions) {
+  return { id, name: 'ask_user', input: { questions } }
+}
+
 const greetJs = "export function greet(name) {\n  return 'Hello ' + name\n}\n"
 
 export const scenarios = {
@@ -183,22 +188,16 @@ export const scenarios = {
       {
         text: ['I need', ' to ask.'],
         toolCalls: [
-          {
-            id: 'call_ask',
-            name: 'ask_user',
-            input: {
-              questions: [
-                {
-                  question: 'Which test framework should I use?',
-                  header: 'Tests',
-                  options: [
-                    { label: 'vitest', description: 'Fast, Vite-native' },
-                    { label: 'jest' },
-                  ],
-                },
+          askUser('call_ask', [
+            {
+              question: 'Which test framework should I use?',
+              header: 'Tests',
+              options: [
+                { label: 'vitest', description: 'Fast, Vite-native' },
+                { label: 'jest' },
               ],
             },
-          },
+          ]),
         ],
         cost: 0.02,
       },
@@ -215,25 +214,19 @@ export const scenarios = {
     replies: [
       {
         toolCalls: [
-          {
-            id: 'call_ask_multi',
-            name: 'ask_user',
-            input: {
-              questions: [
-                {
-                  question: 'Which package manager?',
-                  header: 'Packages',
-                  options: [{ label: 'npm' }, { label: 'pnpm' }, { label: 'yarn' }],
-                },
-                {
-                  question: 'Which checks should run?',
-                  header: 'Checks',
-                  options: [{ label: 'unit' }, { label: 'snapshot' }, { label: 'e2e' }],
-                  multiSelect: true,
-                },
-              ],
+          askUser('call_ask_multi', [
+            {
+              question: 'Which package manager?',
+              header: 'Packages',
+              options: [{ label: 'npm' }, { label: 'pnpm' }, { label: 'yarn' }],
             },
-          },
+            {
+              question: 'Which checks should run?',
+              header: 'Checks',
+              options: [{ label: 'unit' }, { label: 'snapshot' }, { label: 'e2e' }],
+              multiSelect: true,
+            },
+          ]),
         ],
         cost: 0.02,
       },
@@ -258,18 +251,12 @@ export const scenarios = {
     replies: [
       {
         toolCalls: [
-          {
-            id: 'call_ask_timeout',
-            name: 'ask_user',
-            input: {
-              questions: [
-                {
-                  question: 'Which test framework should I use?',
-                  options: [{ label: 'vitest' }, { label: 'jest' }],
-                },
-              ],
+          askUser('call_ask_timeout', [
+            {
+              question: 'Which test framework should I use?',
+              options: [{ label: 'vitest' }, { label: 'jest' }],
             },
-          },
+          ]),
         ],
         cost: 0.02,
       },
@@ -365,35 +352,23 @@ export const scenarios = {
     replies: [
       {
         toolCalls: [
-          {
-            id: 'call_ask_framework',
-            name: 'ask_user',
-            input: {
-              questions: [
-                {
-                  question: 'Which test framework should I use?',
-                  options: [{ label: 'vitest' }, { label: 'jest' }],
-                },
-              ],
+          askUser('call_ask_framework', [
+            {
+              question: 'Which test framework should I use?',
+              options: [{ label: 'vitest' }, { label: 'jest' }],
             },
-          },
+          ]),
         ],
         cost: 0.02,
       },
       {
         toolCalls: [
-          {
-            id: 'call_ask_ci',
-            name: 'ask_user',
-            input: {
-              questions: [
-                {
-                  question: 'Which CI service should I configure?',
-                  options: [{ label: 'GitHub Actions' }, { label: 'GitLab CI' }],
-                },
-              ],
+          askUser('call_ask_ci', [
+            {
+              question: 'Which CI service should I configure?',
+              options: [{ label: 'GitHub Actions' }, { label: 'GitLab CI' }],
             },
-          },
+          ]),
         ],
         cost: 0.01,
       },
