@@ -54,6 +54,35 @@ async fn create_codebuff(d: &Daemon, id: &str, dir: &Path) {
     .await;
 }
 
+/// Creates a `codebuff` session in `dir`, sends `prompt` and waits for the session to end;
+/// returns its events.
+async fn run_until_session_ends(d: &Daemon, id: &str, dir: &Path, prompt: &str) -> Vec<Value> {
+    create_codebuff(d, id, dir).await;
+    d.message(id, prompt).await;
+    d.wait_for(id, LIMIT, |e| e["type"] == "session.ended")
+        .await
+}
+
+/// Asserts a run the agent failed fatally: an `error` with `code`, the one turn failed, and
+/// the log ending in a `session.ended` by the agent with a message. Returns its `data`.
+fn assert_fatal<'a>(events: &'a [Value], code: &str) -> &'a Value {
+    let errors = of_type(events, "error");
+    assert!(
+        errors.iter().any(|e| e["data"]["code"] == code),
+        "{errors:?}"
+    );
+    let ended = of_type(events, "turn.ended");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["data"]["metadata"]["status"], "failed");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "session.ended");
+    let data = &last["data"];
+    assert_eq!(data["reason"], "error");
+    assert_eq!(data["terminated_by"], "agent");
+    assert!(data["message"].as_str().is_some_and(|m| !m.is_empty()));
+    data
+}
+
 /// Credits the fake backend reports for a reply costing `usd`: round(usd × 1.055 × 100).
 fn credits(usd: f64) -> f64 {
     (usd * 1.055 * 100.0).round()
@@ -99,30 +128,6 @@ fn deltas_of(events: &[Value], item_id: &str) -> String {
         .filter(|e| e["type"] == "item.delta" && e["data"]["item_id"] == item_id)
         .filter_map(|e| e["data"]["delta"].as_str())
         .collect()
-}
-
-async fn info(d: &Daemon, id: &str) -> Value {
-    d.get(&format!("/v1/sessions/{id}"))
-        .await
-        .json()
-        .await
-        .expect("SessionInfo JSON")
-}
-
-/// Polls `SessionInfo` until its status is `want`.
-async fn wait_status(d: &Daemon, id: &str, want: &str) {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        let status = info(d, id).await["status"].clone();
-        if status == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "session {id} status {status}, want {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The `codebuff.start` status items' details, in order.
@@ -205,7 +210,7 @@ async fn a_text_turn_streams_the_answer_and_reports_its_cost() {
         .expect("native_session_id on the agent's events")
         .to_owned();
     assert!(!native.is_empty());
-    let info = info(&d, "t1").await;
+    let info = d.info("t1").await;
     assert_eq!(info["nativeSessionId"], native.as_str());
     assert_eq!(info["cost"]["credits"].as_f64(), Some(want_credits));
     assert_eq!(info["cost"]["usd"].as_f64(), Some(want_credits / 100.0));
@@ -471,7 +476,7 @@ async fn ask_user_is_answered_and_rejected_through_the_api_while_the_turn_waits(
     assert_eq!(q1["prompt"], "Which test framework should I use?");
     assert_eq!(q1["options"], json!(["vitest", "jest"]));
     assert!(of_type(&events, "turn.ended").is_empty(), "the turn waits");
-    wait_status(&d, "t4", "awaiting_input").await;
+    d.wait_status("t4", "awaiting_input", LIMIT).await;
     // The model has been asked once so far.
     assert_eq!(backend.chat_requests().await.len(), 1);
     let resp = d
@@ -570,7 +575,7 @@ async fn ask_user_is_answered_and_rejected_through_the_api_while_the_turn_waits(
         )
         .await;
     assert_eq!(resp.status(), 400);
-    let info = info(&d, "t4").await;
+    let info = d.info("t4").await;
     assert_eq!(info["status"], "idle");
     let events = d.events("t4").await;
     d.stop();
@@ -619,7 +624,7 @@ async fn a_second_message_continues_the_conversation() {
         assistant_texts(&events),
         vec!["OK, I will remember 42.", "You asked me to remember 42."]
     );
-    let native = info(&d, "t5").await["nativeSessionId"]
+    let native = d.info("t5").await["nativeSessionId"]
         .as_str()
         .expect("nativeSessionId")
         .to_owned();
@@ -669,7 +674,7 @@ async fn a_second_message_continues_the_conversation() {
         .unwrap_or_else(|| panic!("no history length in {:?}", starts[1]));
     assert!(history > 0, "{starts:?}");
 
-    let info = info(&d, "t5").await;
+    let info = d.info("t5").await;
     assert_eq!(info["turns"], 2);
     assert_eq!(info["status"], "idle");
     assert_eq!(info["cost"]["credits"].as_f64(), Some(2.0 * credits(0.01)));
@@ -683,27 +688,8 @@ async fn out_of_credits_ends_the_session_with_an_error() {
     let home = TempDir::new("cb-home");
     let work = TempDir::new("cb-work");
     let d = start_daemon(&backend, &home, &[]);
-    create_codebuff(&d, "t6", work.path()).await;
-    d.message("t6", "Say hello.").await;
-    let events = d
-        .wait_for("t6", LIMIT, |e| e["type"] == "session.ended")
-        .await;
-
-    let errors = of_type(&events, "error");
-    assert!(
-        errors.iter().any(|e| e["data"]["code"] == "out_of_credits"),
-        "{errors:?}"
-    );
-    let ended = of_type(&events, "turn.ended");
-    assert_eq!(ended.len(), 1);
-    assert_eq!(ended[0]["data"]["metadata"]["status"], "failed");
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "session.ended");
-    let data = &last["data"];
-    assert_eq!(data["reason"], "error");
-    assert_eq!(data["terminated_by"], "agent");
-    let message = data["message"].as_str().expect("a message");
-    assert!(!message.is_empty());
+    let events = run_until_session_ends(&d, "t6", work.path(), "Say hello.").await;
+    let data = assert_fatal(&events, "out_of_credits");
     assert_eq!(data["cost"]["credits"].as_f64(), Some(0.0));
     assert!(data["cost"]["usd"].is_number());
 
@@ -724,7 +710,7 @@ async fn out_of_credits_ends_the_session_with_an_error() {
         problem["type"], "urn:sandbox-agent:error:agent_process_exited",
         "{problem}"
     );
-    let info = info(&d, "t6").await;
+    let info = d.info("t6").await;
     assert_eq!(info["ended"], true);
     assert_eq!(info["status"], "ended");
     let events = d.events("t6").await;
@@ -759,7 +745,7 @@ async fn terminate_mid_turn_kills_the_adapter_and_ends_the_session() {
         "the adapter runs: {:?}",
         running.iter().map(|p| cmdline(*p)).collect::<Vec<_>>()
     );
-    assert_eq!(info(&d, "t7").await["status"], "running");
+    assert_eq!(d.info("t7").await["status"], "running");
 
     let resp = d.post_empty("/v1/sessions/t7/terminate").await;
     assert_eq!(resp.status(), 204);
@@ -807,23 +793,8 @@ async fn rejected_credentials_end_the_session() {
     let home = TempDir::new("cb-home");
     let work = TempDir::new("cb-work");
     let d = start_daemon(&backend, &home, &[]);
-    create_codebuff(&d, "t8", work.path()).await;
-    d.message("t8", "Say hello.").await;
-    let events = d
-        .wait_for("t8", LIMIT, |e| e["type"] == "session.ended")
-        .await;
-    let errors = of_type(&events, "error");
-    assert!(
-        errors.iter().any(|e| e["data"]["code"] == "auth_failed"),
-        "{errors:?}"
-    );
-    let ended = of_type(&events, "turn.ended");
-    assert_eq!(ended.len(), 1);
-    assert_eq!(ended[0]["data"]["metadata"]["status"], "failed");
-    let data = &events.last().unwrap()["data"];
-    assert_eq!(data["reason"], "error");
-    assert_eq!(data["terminated_by"], "agent");
-    assert!(data["message"].as_str().is_some_and(|m| !m.is_empty()));
+    let events = run_until_session_ends(&d, "t8", work.path(), "Say hello.").await;
+    assert_fatal(&events, "auth_failed");
     // The key really went to the backend, and nothing reached the model.
     let requests = backend.requests().await;
     assert!(requests.iter().any(
@@ -852,11 +823,7 @@ async fn no_credential_at_all_ends_the_session_saying_how_to_provide_one() {
         .and_then(|a| a.iter().find(|a| a["id"] == "codebuff"))
         .expect("codebuff in /v1/agents");
     assert_eq!(codebuff["credentialsAvailable"], false);
-    create_codebuff(&d, "t9", work.path()).await;
-    d.message("t9", "Say hello.").await;
-    let events = d
-        .wait_for("t9", LIMIT, |e| e["type"] == "session.ended")
-        .await;
+    let events = run_until_session_ends(&d, "t9", work.path(), "Say hello.").await;
     let data = &events.last().unwrap()["data"];
     assert_eq!(data["reason"], "error");
     assert_eq!(data["terminated_by"], "agent");

@@ -29,6 +29,14 @@ async fn mock_session(d: &Daemon, id: &str, extra: Value) {
     d.create(id, body).await;
 }
 
+/// Creates the mock session `s`, sends `prompt` and waits for the turn to end; returns the
+/// session's events.
+async fn one_turn(d: &Daemon, prompt: &str) -> Vec<Value> {
+    mock_session(d, "s", json!({})).await;
+    d.message("s", prompt).await;
+    Tail::new(d, "s").turns_ended(1).await
+}
+
 /// Reads a session's log incrementally (by offset), so waiting on long logs stays cheap.
 struct Tail<'a> {
     d: &'a Daemon,
@@ -188,28 +196,6 @@ fn assert_cost(cost: &Value, want_credits: f64) {
     );
 }
 
-async fn info(d: &Daemon, id: &str) -> Value {
-    let resp = d.get(&format!("/v1/sessions/{id}")).await;
-    assert_eq!(resp.status(), 200, "SessionInfo of {id}");
-    resp.json().await.expect("SessionInfo JSON")
-}
-
-/// Polls SessionInfo until its status is `status` (the status is updated by the session's actor
-/// right after it records the events, so a poll may see it a moment later).
-async fn wait_status(d: &Daemon, id: &str, status: &str) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let i = info(d, id).await;
-        if i["status"] == status {
-            return i;
-        }
-        if Instant::now() > deadline {
-            panic!("session {id} never became {status}: {i}");
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 /// Asserts that, with the daemon still running, its process session holds only the daemon.
 /// Called once the turns have ended; the bounded poll covers an agent that still winds down
 /// after its `finish` and the delivery of the SIGKILL the daemon sends to its leftover group.
@@ -290,9 +276,7 @@ fn read(path: &Path) -> String {
 #[tokio::test]
 async fn echo_replies_with_the_rest_of_the_prompt() {
     let d = Daemon::start();
-    mock_session(&d, "s", json!({})).await;
-    d.message("s", "echo  hello, echo world").await;
-    let events = Tail::new(&d, "s").turns_ended(1).await;
+    let events = one_turn(&d, "echo  hello, echo world").await;
     assert_eq!(assistant_texts(&events), vec!["hello, echo world"]);
     let user: Vec<&Value> = completed_kind(&events, "message")
         .into_iter()
@@ -335,9 +319,7 @@ async fn stream_deltas_concatenate_to_the_completed_text() {
 #[tokio::test]
 async fn reasoning_streams_and_completes_before_the_answer() {
     let d = Daemon::start();
-    mock_session(&d, "s", json!({})).await;
-    d.message("s", "reasoning The answer is blue.").await;
-    let events = Tail::new(&d, "s").turns_ended(1).await;
+    let events = one_turn(&d, "reasoning The answer is blue.").await;
     let reasoning: Vec<&Value> = completed(&events)
         .into_iter()
         .filter(|i| part(i, "reasoning").is_some())
@@ -449,7 +431,7 @@ async fn tools_write_real_files_and_report_their_results() {
     );
 
     // Nothing the turn started (the agent, its shell) is left.
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
     assert_no_agent_left(&d).await;
     assert_well_formed(&events);
     d.stop();
@@ -520,9 +502,7 @@ async fn subagent_items_are_children_of_its_status_item() {
 #[tokio::test]
 async fn error_event_is_recorded_and_the_turn_completes() {
     let d = Daemon::start();
-    mock_session(&d, "s", json!({})).await;
-    d.message("s", "error").await;
-    let events = Tail::new(&d, "s").turns_ended(1).await;
+    let events = one_turn(&d, "error").await;
     let errors = of_type(&events, "error");
     assert_eq!(errors.len(), 1);
     let e = &errors[0]["data"];
@@ -557,7 +537,7 @@ async fn a_failed_run_fails_its_turn_and_the_session_goes_on() {
     assert_eq!(errors[0]["data"]["code"], "backend_error");
     assert_eq!(count(&events, "session.ended"), 0);
 
-    let i = wait_status(&d, "s", "idle").await;
+    let i = d.wait_status("s", "idle", WAIT).await;
     assert_eq!(i["ended"], false);
     d.message("s", "echo still here").await;
     let events = t.turns_ended(2).await;
@@ -590,7 +570,7 @@ async fn a_crash_fails_the_turn_with_its_signal_and_fails_open_items() {
     assert_eq!(part(cut[0], "text").unwrap()["text"], "About to crash");
     assert_eq!(count(&events, "session.ended"), 0);
 
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
     assert_no_agent_left(&d).await;
     d.message("s", "echo after the crash").await;
     let events = t.turns_ended(2).await;
@@ -611,7 +591,7 @@ async fn hang_times_out_at_the_sessions_turn_timeout() {
     let end = turn_ends(&events)[0];
     assert_eq!(end["status"], "timed_out", "{end}");
     assert!(took < Duration::from_secs(20), "timed out after {took:?}");
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
     assert_no_agent_left(&d).await;
     assert_well_formed(&events);
     d.stop();
@@ -633,7 +613,7 @@ async fn hang_times_out_at_the_daemons_inactivity_timeout() {
     let message = end["message"].as_str().unwrap_or("");
     assert!(message.contains("printed nothing"), "{end}");
     assert!(took < Duration::from_secs(20), "timed out after {took:?}");
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
     assert_no_agent_left(&d).await;
     assert_well_formed(&events);
     d.stop();
@@ -642,9 +622,7 @@ async fn hang_times_out_at_the_daemons_inactivity_timeout() {
 #[tokio::test]
 async fn garbage_lines_become_agent_unparsed_and_the_turn_completes() {
     let d = Daemon::start();
-    mock_session(&d, "s", json!({})).await;
-    d.message("s", "garbage").await;
-    let events = Tail::new(&d, "s").turns_ended(1).await;
+    let events = one_turn(&d, "garbage").await;
     let unparsed = of_type(&events, "agent.unparsed");
     assert_eq!(unparsed.len(), 3, "{:?}", types(&events));
     let errors: Vec<&str> = unparsed
@@ -698,9 +676,7 @@ async fn garbage_lines_become_agent_unparsed_and_the_turn_completes() {
 #[tokio::test]
 async fn a_huge_line_arrives_intact_under_the_default_limit() {
     let d = Daemon::start();
-    mock_session(&d, "s", json!({})).await;
-    d.message("s", "huge").await;
-    let events = Tail::new(&d, "s").turns_ended(1).await;
+    let events = one_turn(&d, "huge").await;
     let texts = assistant_texts(&events);
     assert_eq!(texts.len(), 2);
     let huge = &texts[0];
@@ -721,9 +697,7 @@ async fn a_line_over_the_limit_is_reported_and_the_turn_goes_on() {
         args: vec!["--max-line-bytes".into(), "1048576".into()],
         ..Default::default()
     });
-    mock_session(&d, "s", json!({})).await;
-    d.message("s", "huge").await;
-    let events = Tail::new(&d, "s").turns_ended(1).await;
+    let events = one_turn(&d, "huge").await;
     let unparsed = of_type(&events, "agent.unparsed");
     assert_eq!(unparsed.len(), 1, "{:?}", types(&events));
     let error = unparsed[0]["data"]["error"].as_str().unwrap();
@@ -767,11 +741,9 @@ fn assert_flood(events: &[Value], session: &str, n: usize) {
 #[tokio::test]
 async fn a_flood_arrives_whole_and_in_order() {
     let d = Daemon::start();
-    mock_session(&d, "s", json!({})).await;
-    d.message("s", "flood 20000").await;
-    let events = Tail::new(&d, "s").turns_ended(1).await;
+    let events = one_turn(&d, "flood 20000").await;
     assert_flood(&events, "s", 20000);
-    assert_eq!(info(&d, "s").await["eventCount"], events.len());
+    assert_eq!(d.info("s").await["eventCount"], events.len());
     assert_well_formed(&events);
     d.stop();
 }
@@ -825,7 +797,7 @@ async fn messages_sent_during_a_turn_queue_and_run_in_order() {
     assert!(turn_ends(&events)
         .iter()
         .all(|m| m["status"] == "completed"));
-    assert_eq!(wait_status(&d, "s", "idle").await["turns"], 3);
+    assert_eq!(d.wait_status("s", "idle", WAIT).await["turns"], 3);
     assert_well_formed(&events);
     d.stop();
 }
@@ -837,23 +809,23 @@ async fn cancel_stops_the_running_turn_and_the_session_stays_usable() {
     let mut t = Tail::new(&d, "s");
     // Cancelling an idle session does nothing.
     assert_eq!(post(&d, "/v1/sessions/s/cancel", None).await.0, 204);
-    assert_eq!(info(&d, "s").await["eventCount"], 1);
+    assert_eq!(d.info("s").await["eventCount"], 1);
 
     d.message("s", "hang").await;
     wait_agent_started(&mut t, 1).await;
-    assert_eq!(info(&d, "s").await["status"], "running");
+    assert_eq!(d.info("s").await["status"], "running");
     assert_eq!(post(&d, "/v1/sessions/s/cancel", None).await.0, 204);
     let events = t.turns_ended(1).await;
     let end = turn_ends(&events)[0];
     assert_eq!(end["status"], "cancelled", "{end}");
     assert_eq!(count(&events, "session.ended"), 0);
-    let i = wait_status(&d, "s", "idle").await;
+    let i = d.wait_status("s", "idle", WAIT).await;
     assert_eq!(i["ended"], false);
     assert_no_agent_left(&d).await;
 
     let before = i["eventCount"].as_u64().unwrap();
     assert_eq!(post(&d, "/v1/sessions/s/cancel", None).await.0, 204);
-    assert_eq!(info(&d, "s").await["eventCount"], before);
+    assert_eq!(d.info("s").await["eventCount"], before);
 
     d.message("s", "echo next").await;
     let events = t.turns_ended(2).await;
@@ -891,7 +863,7 @@ async fn terminate_ends_the_running_turn_then_the_session() {
     assert_cost(&ended["cost"], 1.25);
     assert_no_agent_left(&d).await;
 
-    let i = info(&d, "s").await;
+    let i = d.info("s").await;
     assert_eq!(i["status"], "ended");
     assert_eq!(i["ended"], true);
     assert_eq!(i["eventCount"], events.len());
@@ -922,7 +894,7 @@ async fn session_info_follows_the_session_and_its_cost() {
         json!({"directory": dir.path(), "title": "Info", "agentMode": "max"}),
     )
     .await;
-    let i = info(&d, "s").await;
+    let i = d.info("s").await;
     assert_eq!(i["sessionId"], "s");
     assert_eq!(i["agent"], "mock");
     assert_eq!(i["agentMode"], "max");
@@ -943,13 +915,13 @@ async fn session_info_follows_the_session_and_its_cost() {
         .as_str()
         .unwrap()
         .to_owned();
-    let i = wait_status(&d, "s", "awaiting_input").await;
+    let i = d.wait_status("s", "awaiting_input", WAIT).await;
     assert_eq!(i["turns"], 1);
     let reply = json!({"answers": [["jest"], ["e2e"]]});
     let path = format!("/v1/sessions/s/questions/{qid}/reply");
     assert_eq!(post(&d, &path, Some(reply)).await.0, 204);
     t.turns_ended(1).await;
-    let i = wait_status(&d, "s", "idle").await;
+    let i = d.wait_status("s", "idle", WAIT).await;
     assert_cost(&i["cost"], 3.0);
     let native = i["nativeSessionId"]
         .as_str()
@@ -958,20 +930,20 @@ async fn session_info_follows_the_session_and_its_cost() {
 
     d.message("s", "stream a b c").await;
     t.turns_ended(2).await;
-    let i = wait_status(&d, "s", "idle").await;
+    let i = d.wait_status("s", "idle", WAIT).await;
     assert_eq!(i["turns"], 2);
     assert_cost(&i["cost"], 5.5);
 
     d.message("s", "hang").await;
     wait_agent_started(&mut t, 3).await;
-    let i = info(&d, "s").await;
+    let i = d.info("s").await;
     assert_eq!(i["status"], "running");
     assert_eq!(i["turns"], 3);
     assert!(i["updatedAt"].as_u64().unwrap() >= i["createdAt"].as_u64().unwrap());
     assert_eq!(post(&d, "/v1/sessions/s/terminate", None).await.0, 204);
 
     let events = all_events(&d, "s").await;
-    let i = info(&d, "s").await;
+    let i = d.info("s").await;
     assert_eq!(i["status"], "ended");
     assert_eq!(i["ended"], true);
     assert_eq!(i["turns"], 3);
@@ -1062,7 +1034,10 @@ async fn an_answered_question_is_resolved_once_and_said_back() {
     mock_session(&d, "s", json!({})).await;
     let mut t = Tail::new(&d, "s");
     let qid = ask(&d, &mut t).await;
-    assert_eq!(wait_status(&d, "s", "awaiting_input").await["ended"], false);
+    assert_eq!(
+        d.wait_status("s", "awaiting_input", WAIT).await["ended"],
+        false
+    );
 
     let unknown = post(
         &d,
@@ -1094,7 +1069,7 @@ async fn an_answered_question_is_resolved_once_and_said_back() {
 
     let again = post(&d, &path, Some(json!({ "answers": answers }))).await;
     assert_problem(&again, 400, "invalid_request", "already resolved");
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
     let events = all_events(&d, "s").await;
     assert_eq!(count(&events, "question.resolved"), 1);
     assert_eq!(
@@ -1170,7 +1145,7 @@ async fn a_question_the_run_skipped_cannot_be_answered_afterwards() {
         assistant_texts(&events).last().unwrap(),
         "You skipped the question."
     );
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
 
     let path = format!("/v1/sessions/s/questions/{qid}/reply");
     let late = post(&d, &path, Some(json!({"answers": [["vitest"], ["unit"]]}))).await;
@@ -1183,7 +1158,7 @@ async fn a_question_the_run_skipped_cannot_be_answered_afterwards() {
     );
     assert_eq!(count(&after, "question.requested"), 1);
     assert_eq!(count(&after, "question.resolved"), 1);
-    assert_eq!(info(&d, "s").await["status"], "idle");
+    assert_eq!(d.info("s").await["status"], "idle");
     assert_well_formed(&after);
     d.stop();
 }
@@ -1194,12 +1169,12 @@ async fn an_answer_after_its_run_ended_becomes_the_next_prompt() {
     mock_session(&d, "s", json!({})).await;
     let mut t = Tail::new(&d, "s");
     let qid = ask(&d, &mut t).await;
-    wait_status(&d, "s", "awaiting_input").await;
+    d.wait_status("s", "awaiting_input", WAIT).await;
     assert_eq!(post(&d, "/v1/sessions/s/cancel", None).await.0, 204);
     let events = t.turns_ended(1).await;
     assert_eq!(turn_ends(&events)[0]["status"], "cancelled");
     assert_eq!(count(&events, "question.resolved"), 0, "still answerable");
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
 
     let path = format!("/v1/sessions/s/questions/{qid}/reply");
     let reply = post(
@@ -1229,10 +1204,10 @@ async fn a_question_its_run_left_open_is_rejected_when_the_conversation_moves_on
     mock_session(&d, "s", json!({})).await;
     let mut t = Tail::new(&d, "s");
     let qid = ask(&d, &mut t).await;
-    wait_status(&d, "s", "awaiting_input").await;
+    d.wait_status("s", "awaiting_input", WAIT).await;
     assert_eq!(post(&d, "/v1/sessions/s/cancel", None).await.0, 204);
     t.turns_ended(1).await;
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
 
     // A new message instead of an answer: the old question is over.
     d.message("s", "hang").await;
@@ -1252,7 +1227,7 @@ async fn a_question_its_run_left_open_is_rejected_when_the_conversation_moves_on
         .0;
     assert!(resolved_at < second_turn, "resolved before the next turn");
     // The running turn asked nothing: the session is running, not awaiting input.
-    assert_eq!(info(&d, "s").await["status"], "running");
+    assert_eq!(d.info("s").await["status"], "running");
     let path = format!("/v1/sessions/s/questions/{qid}/reply");
     let late = post(&d, &path, Some(json!({"answers": [["vitest"], ["unit"]]}))).await;
     assert_problem(&late, 400, "invalid_request", "already resolved");
@@ -1271,7 +1246,7 @@ async fn terminating_while_a_question_waits_resolves_it_before_the_session_ends(
     mock_session(&d, "s", json!({})).await;
     let mut t = Tail::new(&d, "s");
     let qid = ask(&d, &mut t).await;
-    wait_status(&d, "s", "awaiting_input").await;
+    d.wait_status("s", "awaiting_input", WAIT).await;
     assert_eq!(post(&d, "/v1/sessions/s/terminate", None).await.0, 204);
     let events = all_events(&d, "s").await;
     let resolved = of_type(&events, "question.resolved");
@@ -1357,7 +1332,7 @@ async fn no_agent_process_outlives_a_terminated_hang() {
     let mut t = Tail::new(&d, "s");
     d.message("s", "tools").await;
     t.turns_ended(1).await;
-    wait_status(&d, "s", "idle").await;
+    d.wait_status("s", "idle", WAIT).await;
     assert_no_agent_left(&d).await;
 
     d.message("s", "hang").await;

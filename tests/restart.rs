@@ -67,12 +67,7 @@ async fn check_recovered(d: &Daemon, id: &str, before: &[Value]) {
         .expect("a native session id")
         .to_owned();
 
-    let info: Value = d
-        .get(&format!("/v1/sessions/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let info = d.info(id).await;
     assert_eq!(info["status"], "idle");
     assert_eq!(info["ended"], false);
     assert_eq!(info["turns"], 2);

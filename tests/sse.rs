@@ -196,13 +196,7 @@ fn assert_dense(seqs: &[u64], from: u64, to: u64) {
 
 /// The session's last sequence (from `SessionInfo.eventCount`).
 async fn event_count(d: &Daemon, id: &str) -> u64 {
-    let info: Value = d
-        .get(&format!("/v1/sessions/{id}"))
-        .await
-        .json()
-        .await
-        .unwrap();
-    info["eventCount"].as_u64().unwrap()
+    d.info(id).await["eventCount"].as_u64().unwrap()
 }
 
 /// Waits until the session has more than `n` events.
@@ -585,15 +579,8 @@ async fn message_stream_closes_after_a_question_and_the_turn_goes_on_after_the_a
     assert!(events.iter().all(|e| e["type"] != "turn.ended"));
     let qid = last["data"]["question_id"].as_str().unwrap().to_owned();
     // The session says it waits for input (its status follows the log within moments).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let info: Value = d.get("/v1/sessions/s1").await.json().await.unwrap();
-        if info["status"] == "awaiting_input" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "status stays {}", info["status"]);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    d.wait_status("s1", "awaiting_input", Duration::from_secs(30))
+        .await;
     // Answer it: the turn finishes.
     let resp = d
         .post(

@@ -218,6 +218,12 @@ fn session_ended() -> EventDraft {
     }))
 }
 
+/// The record of session `id` as `load_sessions` returns it.
+fn find_record(store: &dyn EventStore, id: &str) -> SessionRecord {
+    let loaded = store.load_sessions().unwrap();
+    loaded.into_iter().find(|r| r.session_id == id).unwrap()
+}
+
 fn append(store: &dyn EventStore, id: &str, mut drafts: Vec<EventDraft>) -> u64 {
     store
         .append(
@@ -534,34 +540,18 @@ fn put_session_round_trips(db: &impl Backend) {
         start_ticks: 987_654_321_012,
     });
     store.put_session(&r).unwrap();
-    let find = |store: &dyn EventStore| {
-        store
-            .load_sessions()
-            .unwrap()
-            .into_iter()
-            .find(|x| x.session_id == id)
-            .unwrap()
-    };
-    assert_eq!(find(&*store), r);
+    assert_eq!(find_record(&*store, &id), r);
     r.running = None;
     r.end_message = None;
     store.put_session(&r).unwrap();
-    assert_eq!(find(&*store), r);
+    assert_eq!(find_record(&*store, &id), r);
     if db.durable() {
-        assert_eq!(find(&*db.open()), r);
+        assert_eq!(find_record(&*db.open(), &id), r);
     }
 }
 
 fn owner_round_trips(db: &impl Backend) {
     let store = db.open();
-    let find = |store: &dyn EventStore, id: &str| {
-        store
-            .load_sessions()
-            .unwrap()
-            .into_iter()
-            .find(|x| x.session_id == id)
-            .unwrap()
-    };
     // A daemon's session names it; a record written before owners existed names none.
     let owner = uuid::Uuid::new_v4().hyphenated().to_string();
     let (mine, legacy) = (db.id("owned"), db.id("unowned"));
@@ -571,16 +561,16 @@ fn owner_round_trips(db: &impl Backend) {
     let mut old = record(&legacy, 2);
     old.owner = String::new();
     store.create(&old).unwrap();
-    assert_eq!(find(&*store, &mine).owner, owner);
-    assert_eq!(find(&*store, &legacy).owner, "");
+    assert_eq!(find_record(&*store, &mine).owner, owner);
+    assert_eq!(find_record(&*store, &legacy).owner, "");
     // Adopting: the next put names the new owner.
     old.owner = owner.clone();
     store.put_session(&old).unwrap();
-    assert_eq!(find(&*store, &legacy), old);
+    assert_eq!(find_record(&*store, &legacy), old);
     if db.durable() {
         let fresh = db.open();
-        assert_eq!(find(&*fresh, &mine), r);
-        assert_eq!(find(&*fresh, &legacy), old);
+        assert_eq!(find_record(&*fresh, &mine), r);
+        assert_eq!(find_record(&*fresh, &legacy), old);
     }
     // The owner is not part of the key: another daemon cannot create the same id.
     let mut theirs = record(&mine, 3);
@@ -595,7 +585,7 @@ fn owner_round_trips(db: &impl Backend) {
             Err(StoreError::AlreadyExists(_))
         ));
     }
-    assert_eq!(find(&*store, &mine), r);
+    assert_eq!(find_record(&*store, &mine), r);
 }
 
 fn load_sessions_is_oldest_first(db: &impl Backend) {
@@ -927,12 +917,8 @@ fn v1_record(id: &str) -> SessionRecord {
 /// After the upgrade: the old record loads without an owner, can be adopted, and its log works.
 fn check_upgraded(open: &dyn Fn() -> Arc<dyn EventStore>, id: &str) {
     let store = open();
-    let find = |store: &dyn EventStore| {
-        let loaded = store.load_sessions().unwrap();
-        loaded.into_iter().find(|r| r.session_id == id).unwrap()
-    };
     let mut r = v1_record(id);
-    assert_eq!(find(&*store), r);
+    assert_eq!(find_record(&*store, id), r);
     assert_eq!(store.last_sequence(id).unwrap(), 0);
     assert_eq!(append(&*store, id, vec![draft(1)]), 1);
     r.owner = "adopter".into();
@@ -940,12 +926,12 @@ fn check_upgraded(open: &dyn Fn() -> Arc<dyn EventStore>, id: &str) {
     store.flush().unwrap();
     drop(store);
     let store = open();
-    assert_eq!(find(&*store), r);
+    assert_eq!(find_record(&*store, id), r);
     assert_eq!(store.last_sequence(id).unwrap(), 1);
     let mut fresh = record(&format!("{id}-new"), 7);
     fresh.owner = "someone".into();
     store.create(&fresh).unwrap();
-    assert_eq!(find(&*store).owner, "adopter");
+    assert_eq!(find_record(&*store, id).owner, "adopter");
 }
 
 /// The tables of a version-1 SQLite database (one row per event).

@@ -441,14 +441,18 @@ mod tests {
         }
     }
 
-    fn store(db: &Arc<FakeDb>, options: StoreOptions) -> BatchedStore {
-        BatchedStore::start(
+    /// A store on a fresh fake database, with the session `s` created.
+    fn session_store(options: StoreOptions) -> (Arc<FakeDb>, BatchedStore) {
+        let db = Arc::new(FakeDb::default());
+        let store = BatchedStore::start(
             "test-writer",
             Box::new(FakeReader(db.clone())),
             Box::new(FakeWriter(db.clone())),
             options,
         )
-        .unwrap()
+        .unwrap();
+        store.create(&record("s")).unwrap();
+        (db, store)
     }
 
     fn record(id: &str) -> SessionRecord {
@@ -486,13 +490,11 @@ mod tests {
 
     #[test]
     fn the_tail_stays_small_and_empties_once_the_session_ends() {
-        let db = Arc::new(FakeDb::default());
         let options = StoreOptions {
             tail_events: 32,
             ..StoreOptions::default()
         };
-        let store = store(&db, options);
-        store.create(&record("s")).unwrap();
+        let (db, store) = session_store(options);
         for _ in 0..100 {
             store
                 .append("s", &mut drafts(10), "t".into(), None)
@@ -515,9 +517,7 @@ mod tests {
 
     #[test]
     fn a_failing_database_fails_the_store_without_a_gap() {
-        let db = Arc::new(FakeDb::default());
-        let store = store(&db, StoreOptions::default());
-        store.create(&record("s")).unwrap();
+        let (db, store) = session_store(StoreOptions::default());
         store.append("s", &mut drafts(3), "t".into(), None).unwrap();
         store.flush().unwrap();
         db.broken.store(true, Ordering::SeqCst);
@@ -542,9 +542,7 @@ mod tests {
 
     #[test]
     fn an_ending_event_is_not_visible_when_its_commit_fails() {
-        let db = Arc::new(FakeDb::default());
-        let store = store(&db, StoreOptions::default());
-        store.create(&record("s")).unwrap();
+        let (db, store) = session_store(StoreOptions::default());
         store.append("s", &mut drafts(2), "t".into(), None).unwrap();
         db.broken.store(true, Ordering::SeqCst);
         assert!(store
@@ -556,9 +554,7 @@ mod tests {
 
     #[test]
     fn a_trickle_of_appends_is_committed_in_few_transactions() {
-        let db = Arc::new(FakeDb::default());
-        let store = store(&db, StoreOptions::default());
-        store.create(&record("s")).unwrap();
+        let (db, store) = session_store(StoreOptions::default());
         let before = db.commits.load(Ordering::SeqCst);
         let start = std::time::Instant::now();
         for _ in 0..40 {
@@ -578,13 +574,11 @@ mod tests {
 
     #[test]
     fn a_writer_that_panicked_fails_appends_instead_of_hanging_them() {
-        let db = Arc::new(FakeDb::default());
         let options = StoreOptions {
             max_pending_events: 4,
             ..StoreOptions::default()
         };
-        let store = store(&db, options);
-        store.create(&record("s")).unwrap();
+        let (db, store) = session_store(options);
         db.panics.store(true, Ordering::SeqCst);
         // Queued (3 of 4: no room), then the writer panics on them and never releases them.
         store.append("s", &mut drafts(3), "t".into(), None).unwrap();
@@ -610,13 +604,11 @@ mod tests {
 
     #[test]
     fn room_says_when_an_append_would_wait() {
-        let db = Arc::new(FakeDb::default());
         let options = StoreOptions {
             max_pending_events: 16,
             ..StoreOptions::default()
         };
-        let store = store(&db, options);
-        store.create(&record("s")).unwrap();
+        let (db, store) = session_store(options);
         let mut room = store.room().expect("a durable store bounds its queue");
         assert!(*room.borrow_and_update());
         let gate = db.gate.lock().unwrap();
@@ -642,14 +634,12 @@ mod tests {
 
     #[test]
     fn appends_wait_when_the_writer_falls_behind() {
-        let db = Arc::new(FakeDb::default());
         let options = StoreOptions {
             tail_events: 8,
             max_pending_events: 16,
             ..StoreOptions::default()
         };
-        let store = store(&db, options);
-        store.create(&record("s")).unwrap();
+        let (db, store) = session_store(options);
         for _ in 0..200 {
             store.append("s", &mut drafts(7), "t".into(), None).unwrap();
             let pending =

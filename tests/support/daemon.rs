@@ -63,6 +63,15 @@ pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_codebuffd"))
 }
 
+/// A data directory of its own for one daemon (the daemon creates it; `Daemon` removes it).
+fn fresh_data_dir() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "codebuffd-test-data-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ))
+}
+
 impl Daemon {
     /// Starts a daemon with a fresh data directory and no token.
     pub fn start() -> Daemon {
@@ -70,11 +79,7 @@ impl Daemon {
     }
 
     pub fn start_with(opts: DaemonOptions) -> Daemon {
-        let data_dir = std::env::temp_dir().join(format!(
-            "codebuffd-test-data-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
+        let data_dir = fresh_data_dir();
         let mut cmd = Command::new(binary());
         cmd.arg("server")
             .args(["--host", "127.0.0.1", "--port", "0", "--data-dir"])
@@ -93,11 +98,7 @@ impl Daemon {
     /// directory comes from `CODEBUFFD_DATA_DIR`), e.g. the command line orchestrator SDKs use:
     /// `--host 127.0.0.1 --port P --token T`. `token` is what [`Daemon::get`] and friends send.
     pub fn start_with_args(args: &[&str], token: Option<&str>) -> Daemon {
-        let data_dir = std::env::temp_dir().join(format!(
-            "codebuffd-test-data-{}-{}",
-            std::process::id(),
-            uuid::Uuid::new_v4().simple()
-        ));
+        let data_dir = fresh_data_dir();
         let mut cmd = Command::new(binary());
         cmd.arg("server")
             .args(args)
@@ -248,6 +249,30 @@ impl Daemon {
         let status = resp.status();
         let body = resp.text().await.unwrap_or_default();
         assert_eq!(status, 204, "message to {id}: {body}");
+    }
+
+    /// The session's `SessionInfo` (asserting 200).
+    pub async fn info(&self, id: &str) -> Value {
+        let resp = self.get(&format!("/v1/sessions/{id}")).await;
+        assert_eq!(resp.status(), 200, "SessionInfo of {id}");
+        resp.json().await.expect("SessionInfo JSON")
+    }
+
+    /// Polls `SessionInfo` until its status is `status` (the session's actor updates it right
+    /// after it records the events, so a poll may see it a moment later); panics after `limit`.
+    pub async fn wait_status(&self, id: &str, status: &str, limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let info = self.info(id).await;
+            if info["status"] == status {
+                return info;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "session {id} never became {status}: {info}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Every event of a session so far.
