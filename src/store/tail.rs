@@ -108,23 +108,35 @@ impl SessionLog {
 
     /// Records that the writer made everything up to `sequence` durable. The tail is trimmed
     /// by the appender (the next append, or the end of an append that waited for its commit),
-    /// on the thread that allocated the events, where freeing them is cheap; here only when
-    /// it holds far more than it should (the writer thread freeing events allocated by other
-    /// threads costs it more than all its SQLite work for them).
-    pub fn committed(&self, sequence: u64) {
-        {
+    /// on the thread that allocated the events, where freeing them is cheap: the writer thread
+    /// freeing events allocated by other threads contends for their malloc arenas, which cost
+    /// it more than all its SQLite work for them. Only an ended session's tail is emptied
+    /// here (no append will come). Returns true when the tail holds far more than it should;
+    /// the writer then trims it with [`SessionLog::trim_if_overfull`] once it has nothing to
+    /// commit, in case no append comes soon (a session paused mid-turn).
+    pub fn committed(&self, sequence: u64) -> bool {
+        let overfull = {
             let mut tail = self.tail();
             if sequence > tail.committed {
                 tail.last_commit_from = tail.committed + 1;
                 tail.committed = sequence;
             }
-            let most = (1 + READERS_KEPT as usize) * tail.capacity;
-            if tail.closed || tail.events.len() > 2 * most {
+            if tail.closed {
                 tail.evict();
             }
-        }
+            tail.overfull()
+        };
         if self.visible_on_commit {
             self.show_up_to(sequence);
+        }
+        overfull
+    }
+
+    /// Trims the tail if it still holds far more than it should (see [`SessionLog::committed`]).
+    pub fn trim_if_overfull(&self) {
+        let mut tail = self.tail();
+        if tail.overfull() {
+            tail.evict();
         }
     }
 }
@@ -154,6 +166,14 @@ impl Tail {
     /// Drops what the tail need not keep any more (see [`Tail::evict`]).
     pub fn trim(&mut self) {
         self.evict();
+    }
+
+    /// Whether the tail holds more than twice what it may keep once trimmed: its capacity
+    /// and [`READERS_KEPT`] capacities for readers (uncommitted events aside, it holds no more
+    /// after a trim).
+    fn overfull(&self) -> bool {
+        let most = (1 + READERS_KEPT as usize) * self.capacity;
+        !self.closed && self.events.len() > 2 * most
     }
 
     /// Notes that a reader asked for the events from `from` on.
@@ -279,7 +299,7 @@ mod tests {
     fn the_writer_leaves_trimming_to_the_appender() {
         let log = SessionLog::new("s", 0, 2, true);
         log.tail().push(&events(1, 10), false);
-        log.committed(8);
+        assert!(!log.committed(8), "10 events are not over 2 × 3 capacities");
         assert_eq!(first(&log), 1, "not trimmed on the writer's thread");
         log.tail().push(&events(11, 11), false);
         assert_eq!(
@@ -287,10 +307,13 @@ mod tests {
             5,
             "the append trims (keeping 4 of the last commit)"
         );
-        // Unless the tail holds far more than it should (2 × 3 capacities here).
+        // A tail far over its bound (2 × 3 capacities here) is reported, and trimmed later.
         log.tail().push(&events(12, 40), false);
-        log.committed(40);
-        assert_eq!(first(&log), 37, "trimmed by the writer past the bound");
+        assert!(log.committed(40), "36 events are over the bound");
+        assert_eq!(first(&log), 5, "still not trimmed by the commit");
+        log.trim_if_overfull();
+        assert_eq!(first(&log), 37, "trimmed once the writer has time");
+        assert!(!log.committed(40));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! still fails after retrying puts the store in a failed state: nothing more is written (which
 //! would leave a hole), and every later write reports the failure.
 
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -294,7 +294,22 @@ fn failed(why: &str) -> StoreError {
 /// after the last commit for more unless somebody waits), commit it, report, repeat.
 fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
     let mut last_commit = Instant::now() - GROUP_COMMIT;
-    while let Ok(first) = rx.recv() {
+    // Logs whose tail was far over its bound at a commit: trimmed once nothing is queued.
+    let mut overfull: Vec<Arc<SessionLog>> = Vec::new();
+    loop {
+        let first = match rx.try_recv() {
+            Ok(op) => op,
+            Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) => {
+                for log in overfull.drain(..) {
+                    log.trim_if_overfull();
+                }
+                match rx.recv() {
+                    Ok(op) => op,
+                    Err(_) => break,
+                }
+            }
+        };
         let since = last_commit.elapsed();
         if since < GROUP_COMMIT && !first.is_awaited() && shared.pending() < MAX_BATCH_EVENTS {
             // Park rather than wait on the queue: a thread woken by every append would cost
@@ -327,20 +342,27 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
         match outcome {
             Ok(flags) => {
                 // Each session's log learns once per batch how far it is committed, before
-                // anybody waiting hears of the commit (and trims the tail, which only lets
-                // committed events go).
-                let mut logs: Vec<(&Arc<SessionLog>, u64)> = Vec::new();
-                for op in &ops {
+                // anybody waiting hears of the commit (who then trims the tail, which only
+                // lets committed events go).
+                let mut logs: Vec<(Arc<SessionLog>, u64)> = Vec::new();
+                for op in &mut ops {
                     if let Op::Events { log, events, .. } = op {
                         let last = events.last().map_or(0, |e| e.sequence);
+                        // Let go of the events while the tail still holds them all (it keeps
+                        // uncommitted events): dropping the last reference here, after the
+                        // appender trimmed them, would free on this thread memory other
+                        // threads allocated, contending for their malloc arenas.
+                        events.clear();
                         match logs.iter_mut().find(|(l, _)| Arc::ptr_eq(l, log)) {
                             Some((_, seq)) => *seq = (*seq).max(last),
-                            None => logs.push((log, last)),
+                            None => logs.push((log.clone(), last)),
                         }
                     }
                 }
                 for (log, sequence) in logs {
-                    log.committed(sequence);
+                    if log.committed(sequence) && !overfull.iter().any(|l| Arc::ptr_eq(l, &log)) {
+                        overfull.push(log);
+                    }
                 }
                 let mut flags = flags.into_iter();
                 for op in ops {
