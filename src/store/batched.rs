@@ -459,6 +459,20 @@ mod tests {
         SessionRecord::new(id, "mock", serde_json::json!({}), "", 1)
     }
 
+    /// Waits (up to 5 s, else panics with `why`) until the store's queue shows room.
+    fn wait_for_room(room: &mut watch::Receiver<bool>, why: &str) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(5), room.wait_for(|r| *r))
+                .await
+                .expect(why)
+                .unwrap();
+        });
+    }
+
     fn drafts(n: usize) -> Vec<EventDraft> {
         (0..n)
             .map(|i| {
@@ -583,16 +597,7 @@ mod tests {
         // Queued (3 of 4: no room), then the writer panics on them and never releases them.
         store.append("s", &mut drafts(3), "t".into(), None).unwrap();
         let mut room = store.room().unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            tokio::time::timeout(std::time::Duration::from_secs(5), room.wait_for(|r| *r))
-                .await
-                .expect("room is shown once the writer is gone")
-                .unwrap();
-        });
+        wait_for_room(&mut room, "room is shown once the writer is gone");
         // Appends fail at once, even past the queue's cap, instead of waiting forever.
         for batch in [vec![session_ended()], drafts(4)] {
             let error = store
@@ -618,16 +623,7 @@ mod tests {
         }
         assert!(!*room.borrow_and_update(), "no room with 14 of 16 queued");
         drop(gate);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            tokio::time::timeout(std::time::Duration::from_secs(5), room.wait_for(|r| *r))
-                .await
-                .expect("room once the writer drains")
-                .unwrap();
-        });
+        wait_for_room(&mut room, "room once the writer drains");
         store.flush().unwrap();
         assert_eq!(db.events.lock().unwrap().len(), 14);
     }
