@@ -296,20 +296,7 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
     let mut last_commit = Instant::now() - GROUP_COMMIT;
     // Logs whose tail was far over its bound at a commit: trimmed once nothing is queued.
     let mut overfull: Vec<Arc<SessionLog>> = Vec::new();
-    loop {
-        let first = match rx.try_recv() {
-            Ok(op) => op,
-            Err(TryRecvError::Disconnected) => break,
-            Err(TryRecvError::Empty) => {
-                for log in overfull.drain(..) {
-                    log.trim_if_overfull();
-                }
-                match rx.recv() {
-                    Ok(op) => op,
-                    Err(_) => break,
-                }
-            }
-        };
+    while let Some(first) = next_op(&rx, &mut overfull) {
         let since = last_commit.elapsed();
         if since < GROUP_COMMIT && !first.is_awaited() && shared.pending() < MAX_BATCH_EVENTS {
             // Park rather than wait on the queue: a thread woken by every append would cost
@@ -344,7 +331,7 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
                 // Each session's log learns once per batch how far it is committed, before
                 // anybody waiting hears of the commit (who then trims the tail, which only
                 // lets committed events go).
-                let mut logs: Vec<(Arc<SessionLog>, u64)> = Vec::new();
+                let mut logs: Vec<(&Arc<SessionLog>, u64)> = Vec::new();
                 for op in &mut ops {
                     if let Op::Events { log, events, .. } = op {
                         let last = events.last().map_or(0, |e| e.sequence);
@@ -353,15 +340,16 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
                         // appender trimmed them, would free on this thread memory other
                         // threads allocated, contending for their malloc arenas.
                         events.clear();
+                        let log: &Arc<SessionLog> = log;
                         match logs.iter_mut().find(|(l, _)| Arc::ptr_eq(l, log)) {
                             Some((_, seq)) => *seq = (*seq).max(last),
-                            None => logs.push((log.clone(), last)),
+                            None => logs.push((log, last)),
                         }
                     }
                 }
                 for (log, sequence) in logs {
-                    if log.committed(sequence) && !overfull.iter().any(|l| Arc::ptr_eq(l, &log)) {
-                        overfull.push(log);
+                    if log.committed(sequence) && !overfull.iter().any(|l| Arc::ptr_eq(l, log)) {
+                        overfull.push(log.clone());
                     }
                 }
                 let mut flags = flags.into_iter();
@@ -382,6 +370,22 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
         }
         shared.release(events);
         last_commit = Instant::now();
+    }
+}
+
+/// The next queued op, waiting for one if none is. Before waiting (nothing to commit), trims
+/// the tails that were overfull at a commit. `None` once the store is dropped and the queue
+/// drained.
+fn next_op(rx: &Receiver<Op>, overfull: &mut Vec<Arc<SessionLog>>) -> Option<Op> {
+    match rx.try_recv() {
+        Ok(op) => Some(op),
+        Err(TryRecvError::Disconnected) => None,
+        Err(TryRecvError::Empty) => {
+            for log in overfull.drain(..) {
+                log.trim_if_overfull();
+            }
+            rx.recv().ok()
+        }
     }
 }
 
