@@ -1,50 +1,34 @@
 //! `convert_codebuff`: the per-session converter from Codebuff agent lines to universal events.
 //!
-//! One [`CodebuffConverter`] lives as long as its session. It owns the state that makes the
-//! lifecycle rules of `universal-events.md` §3 hold across lines and turns: which items are open,
-//! the stable `itm_N` id of every native id, subagents (for `parent_id`), tool inputs (for file
-//! references in results), pending questions and costs. Each input line turns into zero or more
-//! [`EventDraft`]s, pushed onto the caller's buffer; the caller stamps sequence and time.
+//! One [`CodebuffConverter`] lives as long as its session. It dispatches each event to its
+//! handler and owns the state that makes the lifecycle rules of `docs/universal-events.md` §3
+//! hold across lines and turns: the open streamed items ([`OpenItems`]), the stable `itm_N` of
+//! every native id ([`ItemIds`]), subagents (for `parent_id`), tool inputs (for file references
+//! in results), the questions ([`QuestionBook`]) and costs. Each input line turns into zero or
+//! more [`EventDraft`]s, pushed onto the caller's buffer; the caller stamps sequence and time.
 
-use super::text_buf::TextBuf;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
-use super::answer::{answer_line, skip_line, AnswerError};
 use super::event::{
-    ErrorEvent, FinishEvent, OtherEvent, ParseError, PrintModeEvent, ReasoningDeltaEvent,
-    StartEvent, SubagentEvent, TextEvent, ToolCallEvent, ToolProgressEvent, ToolResultEvent,
+    ErrorEvent, FinishEvent, OtherEvent, PrintModeEvent, ReasoningDeltaEvent, StartEvent,
+    SubagentEvent, TextEvent, ToolCallEvent, ToolProgressEvent, ToolResultEvent,
 };
+use super::ids::{item_number, ItemIds, Namespace};
+use super::intake::{Intake, LineIntake, Stream};
+use super::open_items::{OpenItem, OpenItems, Owner, Streamed};
+use super::questions::{QuestionBook, QuestionError};
 use super::tools;
 use crate::universal::{
-    AgentUnparsedData, ContentPart, Cost, ErrorData, EventData, EventDraft, Item, ItemDeltaData,
-    ItemEventData, ItemKind, ItemRole, ItemStatus, QuestionData, QuestionStatus, RawLine,
-    ReasoningVisibility, SessionEndReason, SessionEndedData, StderrOutput, TerminatedBy, TurnData,
-    TurnMetadata, TurnPhase, TurnStatus,
+    ContentPart, Cost, ErrorData, EventData, EventDraft, Item, ItemEventData, ItemKind, ItemRole,
+    ItemStatus, QuestionData, QuestionStatus, RawLine, SessionEndReason, SessionEndedData,
+    StderrOutput, TerminatedBy, TurnData, TurnMetadata, TurnPhase, TurnStatus,
 };
 
-/// Error codes on failed runs that end the session (`codebuff-agent.md` §1).
+/// Error codes on failed runs that end the session (`docs/agent-command.md` §2.1).
 const FATAL_CODES: &[&str] = &["auth_failed", "out_of_credits"];
-
-/// Which output stream of the agent a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-impl Stream {
-    fn name(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-}
 
 /// How a turn ended when the agent's run did not end it with `finish`: what the caller saw.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,74 +41,45 @@ pub struct TurnOutcome {
     pub stderr: Option<StderrOutput>,
 }
 
-/// Why a question could not be resolved.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum QuestionError {
-    #[error("unknown question id `{0}`")]
-    Unknown(String),
-    #[error("question `{0}` is already resolved")]
-    AlreadyResolved(String),
-    #[error("invalid answers: {0}")]
-    InvalidAnswers(#[from] AnswerError),
-}
-
-/// The owner of streamed text: `None` for the root agent, else a subagent id (or, for reasoning
-/// of a run we cannot place, that run id).
-type Owner = Option<String>;
-
-#[derive(Debug)]
-struct OpenText {
-    item_id: String,
-    native_item_id: Option<String>,
-    parent_id: Option<String>,
-    text: TextBuf,
-    deltas: usize,
-}
-
-#[derive(Debug)]
-struct OpenReasoning {
-    owner: Owner,
-    open: OpenText,
-}
-
+/// A subagent's status item and whether it is still running.
 #[derive(Debug)]
 struct Subagent {
     item: Item,
     open: bool,
 }
 
+/// What the converter keeps of a tool call for its result.
 #[derive(Debug)]
 struct ToolCallInfo {
     name: String,
     input: Value,
 }
 
+/// The running turn.
 #[derive(Debug, Default)]
 struct Turn {
     id: Option<String>,
     ended: bool,
+    /// The fatal failure (code, message) the run reported, if any.
     fatal: Option<(String, String)>,
     last_error_code: Option<String>,
 }
 
-/// Converts one session's Codebuff lines to universal event drafts (`codebuff-agent.md` §3).
+/// Converts one session's Codebuff lines to universal event drafts (`docs/codebuff-events.md`).
 #[derive(Debug, Default)]
 pub struct CodebuffConverter {
-    next_item: u64,
+    ids: ItemIds,
     turns: u64,
-    ids: HashMap<&'static str, HashMap<String, String>>,
     native_session_id: Option<String>,
+    intake: LineIntake,
+    open: OpenItems,
     subagents: HashMap<String, Subagent>,
-    messages: HashMap<Owner, OpenText>,
-    reasoning: HashMap<String, OpenReasoning>,
+    /// Reasoning segments seen per run (a run's later segments get `runId#N`).
     reasoning_segments: HashMap<String, u32>,
-    results: HashMap<String, OpenText>,
     calls: HashMap<String, ToolCallInfo>,
-    questions: HashMap<String, QuestionData>,
-    resolved_questions: HashSet<String>,
+    questions: QuestionBook,
     turn: Turn,
     session_cost: Cost,
-    line_numbers: [u64; 2],
 }
 
 impl CodebuffConverter {
@@ -145,15 +100,11 @@ impl CodebuffConverter {
         resolved_questions: HashSet<String>,
     ) -> Self {
         CodebuffConverter {
-            next_item: last_item,
+            ids: ItemIds::after(last_item),
             turns,
             native_session_id,
             session_cost,
-            questions: pending_questions
-                .into_iter()
-                .map(|q| (q.question_id.clone(), q))
-                .collect(),
-            resolved_questions,
+            questions: QuestionBook::restored(pending_questions, resolved_questions),
             turn: Turn {
                 ended: true,
                 ..Turn::default()
@@ -165,16 +116,6 @@ impl CodebuffConverter {
     /// The agent's conversation id, once a `start` announced it (for `--continue`).
     pub fn native_session_id(&self) -> Option<&str> {
         self.native_session_id.as_deref()
-    }
-
-    /// Restores the conversation id of a session loaded from storage.
-    pub fn set_native_session_id(&mut self, id: Option<String>) {
-        self.native_session_id = id;
-    }
-
-    /// The number the next fresh `itm_N` will get (persisted so a restored session goes on).
-    pub fn next_item(&self) -> u64 {
-        self.next_item + 1
     }
 
     /// The session's total cost so far.
@@ -222,7 +163,7 @@ impl CodebuffConverter {
             return;
         };
         let item = Item {
-            item_id: self.fresh_id(),
+            item_id: self.ids.fresh(),
             native_item_id: None,
             parent_id: None,
             kind: ItemKind::Message,
@@ -232,14 +173,7 @@ impl CodebuffConverter {
             }]),
             status: ItemStatus::Completed,
         };
-        let mut started = item.clone();
-        started.status = ItemStatus::InProgress;
-        out.push(EventDraft::synthetic(EventData::ItemStarted(
-            ItemEventData { item: started },
-        )));
-        out.push(EventDraft::synthetic(EventData::ItemCompleted(
-            ItemEventData { item },
-        )));
+        push_synthetic_whole(item, out);
     }
 
     /// Closes the turn when the run did not (no `finish`): open items fail, a synthetic
@@ -279,11 +213,10 @@ impl CodebuffConverter {
         true
     }
 
-    /// Records that the turn failed before the agent could run (its command cannot start, no
-    /// credential): a synthetic `error`, and the failure is fatal, so [`Self::end_turn`] also
-    /// ends the session (rule 6).
-    pub fn fail_to_start(&mut self, message: &str, out: &mut Vec<EventDraft>) {
-        let code = "agent_start_failed";
+    /// Records that the turn failed before the agent could run (its command cannot start): a
+    /// synthetic `error` with `code`. The turn then ends with [`Self::end_turn`]; the session
+    /// goes on.
+    pub fn fail_to_start(&mut self, code: &str, message: &str, out: &mut Vec<EventDraft>) {
         self.turn.fatal = Some((code.to_owned(), message.to_owned()));
         self.turn.last_error_code = Some(code.to_owned());
         out.push(EventDraft::synthetic(EventData::Error(ErrorData {
@@ -294,32 +227,28 @@ impl CodebuffConverter {
     }
 
     /// Converts one stdout line (without its terminator). Never fails: a line that is not an
-    /// event becomes `agent.unparsed`.
+    /// event becomes `agent.unparsed`; a blank line carries nothing.
     pub fn convert_stdout_line(&mut self, line: &[u8], out: &mut Vec<EventDraft>) {
-        self.line_numbers[0] += 1;
-        match parse_line(line) {
-            Ok((event, raw)) => self.convert_event(event, Some(Arc::new(raw)), out),
-            Err((error, raw)) => {
-                let location = format!("stdout:{}", self.line_numbers[0]);
-                out.push(unparsed(error, location, line, raw))
-            }
+        match self.intake.stdout(line) {
+            Intake::Event(event, raw) => self.convert_event(event, Some(raw), out),
+            Intake::Unparsed(draft) => out.push(draft),
+            Intake::Blank | Intake::Diagnostic => {}
         }
     }
 
-    /// Converts one stderr line if it is a JSON event (the legacy CLI wrote `error` events
-    /// there). Returns false for a plain log line, which the caller keeps as diagnostics.
+    /// Converts one stderr line if it is a JSON event. Returns false for a plain log line,
+    /// which the caller keeps as diagnostics.
     pub fn convert_stderr_line(&mut self, line: &[u8], out: &mut Vec<EventDraft>) -> bool {
-        self.line_numbers[1] += 1;
-        let looks_like_json = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-        if !looks_like_json {
-            return false;
-        }
-        match parse_line(line) {
-            Ok((event, raw)) => {
-                self.convert_event(event, Some(Arc::new(raw)), out);
+        match self.intake.stderr(line) {
+            Intake::Event(event, raw) => {
+                self.convert_event(event, Some(raw), out);
                 true
             }
-            Err(_) => false,
+            Intake::Unparsed(draft) => {
+                out.push(draft);
+                true
+            }
+            Intake::Blank | Intake::Diagnostic => false,
         }
     }
 
@@ -331,16 +260,7 @@ impl CodebuffConverter {
         limit: usize,
         prefix: &[u8],
     ) -> EventDraft {
-        let n = &mut self.line_numbers[stream as usize];
-        *n += 1;
-        let location = format!("{}:{}", stream.name(), n);
-        let shown = String::from_utf8_lossy(&prefix[..prefix.len().min(1024)]).into_owned();
-        unparsed(
-            format!("line of {length} bytes exceeds the limit of {limit} bytes; skipped"),
-            location,
-            prefix,
-            RawLine::Text(shown),
-        )
+        self.intake.oversized(stream, length, limit, prefix)
     }
 
     /// Converts one parsed event.
@@ -377,10 +297,7 @@ impl CodebuffConverter {
         question_id: &str,
         answers: Vec<Vec<String>>,
     ) -> Result<(EventDraft, String), QuestionError> {
-        let pending = self.pending(question_id)?;
-        let line = answer_line(question_id, &pending.questions, &answers)?;
-        let data = self.resolve(question_id, Some(answers));
-        Ok((data, line))
+        self.questions.answer(question_id, answers)
     }
 
     /// Records that the user declined a pending question: the draft and the skip line.
@@ -388,53 +305,22 @@ impl CodebuffConverter {
         &mut self,
         question_id: &str,
     ) -> Result<(EventDraft, String), QuestionError> {
-        self.pending(question_id)?;
-        Ok((self.resolve(question_id, None), skip_line(question_id)))
+        self.questions.reject(question_id)
     }
 
     /// True while some question waits for an answer.
     pub fn has_pending_questions(&self) -> bool {
-        !self.questions.is_empty()
+        self.questions.has_open()
     }
 
     /// The pending question with this id.
     pub fn pending_question(&self, question_id: &str) -> Option<&QuestionData> {
-        self.questions.get(question_id)
+        self.questions.open(question_id)
     }
 
     /// The ids of the pending questions, sorted.
     pub fn pending_question_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.questions.keys().cloned().collect();
-        ids.sort();
-        ids
-    }
-
-    fn pending(&self, question_id: &str) -> Result<&QuestionData, QuestionError> {
-        match self.questions.get(question_id) {
-            Some(q) => Ok(q),
-            None if self.resolved_questions.contains(question_id) => {
-                Err(QuestionError::AlreadyResolved(question_id.to_owned()))
-            }
-            None => Err(QuestionError::Unknown(question_id.to_owned())),
-        }
-    }
-
-    fn resolve(&mut self, question_id: &str, answers: Option<Vec<Vec<String>>>) -> EventDraft {
-        let mut data = self
-            .questions
-            .remove(question_id)
-            .expect("pending question checked by caller");
-        self.resolved_questions.insert(question_id.to_owned());
-        data.status = match answers {
-            Some(_) => QuestionStatus::Answered,
-            None => QuestionStatus::Rejected,
-        };
-        data.response = answers
-            .as_ref()
-            .and_then(|a| a.first())
-            .map(|first| first.join(", "));
-        data.answers = answers;
-        EventDraft::synthetic(EventData::QuestionResolved(data))
+        self.questions.open_ids()
     }
 
     // ----- per event type -------------------------------------------------------------------
@@ -453,25 +339,19 @@ impl CodebuffConverter {
 
     fn text_delta(&mut self, e: TextEvent, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
         let owner = self.owner(e.agent_id.as_deref());
-        self.close_reasoning_of(&owner, out);
-        let open = self.open_message(&owner, raw.clone(), out);
-        open.text.push_str(&e.text);
-        open.deltas += 1;
-        let delta = ItemDeltaData {
-            item_id: open.item_id.clone(),
-            native_item_id: open.native_item_id.clone(),
-            delta: e.text,
-        };
-        out.push(EventDraft::from_agent(EventData::ItemDelta(delta), raw));
+        self.open.close_reasoning_of(&owner, out);
+        self.message_of(&owner, raw.clone(), out)
+            .append(e.text, raw, out);
     }
 
     fn text(&mut self, e: TextEvent, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
         let owner = self.owner(e.agent_id.as_deref());
-        self.close_reasoning_of(&owner, out);
-        self.open_message(&owner, raw.clone(), out);
-        let mut open = self.messages.remove(&owner).expect("opened above");
-        open.text.set(e.text);
-        complete_text(open, ItemStatus::Completed, text_part, raw, out);
+        self.open.close_reasoning_of(&owner, out);
+        self.message_of(&owner, raw.clone(), out);
+        if let Some(mut message) = self.open.take_message(&owner) {
+            message.set_text(e.text);
+            message.complete(ItemStatus::Completed, raw, out);
+        }
     }
 
     fn reasoning_delta(
@@ -481,7 +361,7 @@ impl CodebuffConverter {
         out: &mut Vec<EventDraft>,
     ) {
         let run_id = e.run_id.clone().unwrap_or_default();
-        if !self.reasoning.contains_key(&run_id) {
+        if self.open.reasoning(&run_id).is_none() {
             let owner = match (&e.agent_id, &e.run_id) {
                 (Some(a), _) if self.subagents.contains_key(a) => Some(a.clone()),
                 (_, Some(r)) if self.subagents.contains_key(r) => Some(r.clone()),
@@ -496,35 +376,23 @@ impl CodebuffConverter {
                 (n, Some(r)) => Some(format!("{r}#{n}")),
             };
             let item_id = match &native {
-                Some(n) => self.id_for("reasoning", n),
-                None => self.fresh_id(),
+                Some(n) => self.ids.for_native(Namespace::Reasoning, n),
+                None => self.ids.fresh(),
             };
             let parent_id = owner.as_deref().and_then(|o| self.parent_of(Some(o)));
-            let open = OpenText {
+            let item = OpenItem::open(
                 item_id,
-                native_item_id: native,
+                native,
                 parent_id,
-                text: TextBuf::default(),
-                deltas: 0,
-            };
-            out.push(EventDraft::from_agent(
-                EventData::ItemStarted(ItemEventData {
-                    item: text_item(&open, reasoning_part("")),
-                }),
+                Streamed::Reasoning,
                 raw.clone(),
-            ));
-            self.reasoning
-                .insert(run_id.clone(), OpenReasoning { owner, open });
+                out,
+            );
+            self.open.insert_reasoning(run_id.clone(), owner, item);
         }
-        let open = &mut self.reasoning.get_mut(&run_id).expect("inserted").open;
-        open.text.push_str(&e.text);
-        open.deltas += 1;
-        let delta = ItemDeltaData {
-            item_id: open.item_id.clone(),
-            native_item_id: open.native_item_id.clone(),
-            delta: e.text,
-        };
-        out.push(EventDraft::from_agent(EventData::ItemDelta(delta), raw));
+        if let Some(item) = self.open.reasoning(&run_id) {
+            item.append(e.text, raw, out);
+        }
     }
 
     fn tool_call(
@@ -534,9 +402,9 @@ impl CodebuffConverter {
         out: &mut Vec<EventDraft>,
     ) {
         let owner = self.owner(e.agent_id.as_deref());
-        self.close_reasoning_of(&owner, out);
-        if let Some(open) = self.messages.remove(&owner) {
-            complete_text(open, ItemStatus::Completed, text_part, None, out);
+        self.open.close_reasoning_of(&owner, out);
+        if let Some(message) = self.open.take_message(&owner) {
+            message.complete(ItemStatus::Completed, None, out);
         }
         let arguments = e
             .input
@@ -555,7 +423,7 @@ impl CodebuffConverter {
         }];
         content.extend(tools::call_file_refs(&e.tool_name, &input));
         let item = Item {
-            item_id: self.id_for("tool_call", &e.tool_call_id),
+            item_id: self.ids.for_native(Namespace::ToolCall, &e.tool_call_id),
             native_item_id: Some(e.tool_call_id.clone()),
             parent_id: self.parent_of(e.agent_id.as_deref()),
             kind: ItemKind::ToolCall,
@@ -578,7 +446,7 @@ impl CodebuffConverter {
                 questions,
                 answers: None,
             };
-            self.questions.insert(e.tool_call_id.clone(), data.clone());
+            self.questions.ask(data.clone());
             out.push(EventDraft::from_agent(
                 EventData::QuestionRequested(data),
                 raw,
@@ -599,38 +467,28 @@ impl CodebuffConverter {
         raw: Option<Arc<RawLine>>,
         out: &mut Vec<EventDraft>,
     ) {
-        let delta_text = match &e.output {
+        let delta = match &e.output {
             Value::String(s) => s.clone(),
             Value::Null => String::new(),
             other => other.to_string(),
         };
-        if !self.results.contains_key(&e.tool_call_id) {
+        if self.open.result(&e.tool_call_id).is_none() {
             let agent = e.agent_id.as_deref().or(e.parent_agent_id.as_deref());
-            let open = OpenText {
-                item_id: self.id_for("tool_result", &e.tool_call_id),
-                native_item_id: Some(e.tool_call_id.clone()),
-                parent_id: self.parent_of(agent),
-                text: TextBuf::default(),
-                deltas: 0,
-            };
-            let mut item = text_item(&open, result_part(&e.tool_call_id, ""));
-            item.kind = ItemKind::ToolResult;
-            item.role = Some(ItemRole::Tool);
-            out.push(EventDraft::from_agent(
-                EventData::ItemStarted(ItemEventData { item }),
+            let item = OpenItem::open(
+                self.ids.for_native(Namespace::ToolResult, &e.tool_call_id),
+                Some(e.tool_call_id.clone()),
+                self.parent_of(agent),
+                Streamed::ToolResult {
+                    call_id: e.tool_call_id.clone(),
+                },
                 raw.clone(),
-            ));
-            self.results.insert(e.tool_call_id.clone(), open);
+                out,
+            );
+            self.open.insert_result(e.tool_call_id.clone(), item);
         }
-        let open = self.results.get_mut(&e.tool_call_id).expect("inserted");
-        open.text.push_str(&delta_text);
-        open.deltas += 1;
-        let delta = ItemDeltaData {
-            item_id: open.item_id.clone(),
-            native_item_id: open.native_item_id.clone(),
-            delta: delta_text,
-        };
-        out.push(EventDraft::from_agent(EventData::ItemDelta(delta), raw));
+        if let Some(item) = self.open.result(&e.tool_call_id) {
+            item.append(delta, raw, out);
+        }
     }
 
     fn tool_result(
@@ -673,21 +531,20 @@ impl CodebuffConverter {
             &output,
         ));
         let agent = e.agent_id.as_deref().or(e.parent_agent_id.as_deref());
-        let status = if failed {
-            ItemStatus::Failed
-        } else {
-            ItemStatus::Completed
-        };
         let item = Item {
-            item_id: self.id_for("tool_result", &e.tool_call_id),
+            item_id: self.ids.for_native(Namespace::ToolResult, &e.tool_call_id),
             native_item_id: Some(e.tool_call_id.clone()),
             parent_id: self.parent_of(agent),
             kind: ItemKind::ToolResult,
             role: Some(ItemRole::Tool),
             content: Arc::new(content),
-            status,
+            status: if failed {
+                ItemStatus::Failed
+            } else {
+                ItemStatus::Completed
+            },
         };
-        if self.results.remove(&e.tool_call_id).is_some() {
+        if self.open.take_result(&e.tool_call_id).is_some() {
             out.push(EventDraft::from_agent(
                 EventData::ItemCompleted(ItemEventData { item }),
                 raw.clone(),
@@ -695,13 +552,17 @@ impl CodebuffConverter {
         } else {
             whole_item(item, raw.clone(), out);
         }
-        if tool_name == "ask_user" && self.questions.contains_key(&e.tool_call_id) {
-            let count = self.questions[&e.tool_call_id].questions.len();
+        if tool_name == "ask_user" {
+            let count = self
+                .questions
+                .open(&e.tool_call_id)
+                .map_or(0, |q| q.questions.len());
             let answers = tools::ask_user_answers(&output, count);
-            let mut draft = self.resolve(&e.tool_call_id, answers);
-            draft.synthetic = false;
-            draft.raw = raw;
-            out.push(draft);
+            if let Some(mut draft) = self.questions.settle(&e.tool_call_id, answers) {
+                draft.synthetic = false;
+                draft.raw = raw;
+                out.push(draft);
+            }
         }
     }
 
@@ -729,17 +590,13 @@ impl CodebuffConverter {
         out: &mut Vec<EventDraft>,
     ) {
         let owner = Some(e.agent_id.clone());
-        self.close_owned_by(&owner, ItemStatus::Completed, out);
-        let stray: Vec<String> = self
-            .reasoning
-            .iter()
-            .filter(|(_, r)| matches!(&r.owner, Some(o) if !self.subagents.contains_key(o)))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for run in stray {
-            let r = self.reasoning.remove(&run).expect("listed");
-            complete_text(r.open, ItemStatus::Completed, reasoning_part, None, out);
-        }
+        self.open.close_owned_by(&owner, ItemStatus::Completed, out);
+        // Reasoning of runs placed under no known subagent ends with the subagent.
+        let subagents = &self.subagents;
+        self.open.close_reasoning_unless(
+            |o| o.as_ref().is_none_or(|o| subagents.contains_key(o)),
+            out,
+        );
         match self.subagents.get_mut(&e.agent_id) {
             Some(sub) if sub.open => {
                 sub.open = false;
@@ -819,7 +676,7 @@ impl CodebuffConverter {
             return;
         }
         let item = Item {
-            item_id: self.fresh_id(),
+            item_id: self.ids.fresh(),
             native_item_id: None,
             parent_id: None,
             kind: ItemKind::Unknown,
@@ -833,25 +690,6 @@ impl CodebuffConverter {
     }
 
     // ----- helpers ---------------------------------------------------------------------------
-
-    fn fresh_id(&mut self) -> String {
-        self.next_item += 1;
-        format!("itm_{}", self.next_item)
-    }
-
-    /// The stable `itm_N` for a native id in a namespace (tool calls and their results share a
-    /// native id but are different items).
-    fn id_for(&mut self, namespace: &'static str, native: &str) -> String {
-        if let Some(id) = self.ids.get(namespace).and_then(|ids| ids.get(native)) {
-            return id.clone();
-        }
-        let id = self.fresh_id();
-        self.ids
-            .entry(namespace)
-            .or_default()
-            .insert(native.to_owned(), id.clone());
-        id
-    }
 
     /// The text owner for an event's `agentId`: a known subagent, else the root agent.
     fn owner(&self, agent_id: Option<&str>) -> Owner {
@@ -867,82 +705,34 @@ impl CodebuffConverter {
             .map(|s| s.item.item_id.clone())
     }
 
-    fn open_message(
+    /// The open message of `owner`, opened (with its `item.started`) if it is not.
+    fn message_of(
         &mut self,
         owner: &Owner,
         raw: Option<Arc<RawLine>>,
         out: &mut Vec<EventDraft>,
-    ) -> &mut OpenText {
-        if !self.messages.contains_key(owner) {
-            let open = OpenText {
-                item_id: self.fresh_id(),
-                native_item_id: None,
-                parent_id: self.parent_of(owner.as_deref()),
-                text: TextBuf::default(),
-                deltas: 0,
-            };
-            out.push(EventDraft::from_agent(
-                EventData::ItemStarted(ItemEventData {
-                    item: text_item(&open, text_part("")),
-                }),
+    ) -> &mut OpenItem {
+        if self.open.message(owner).is_none() {
+            let item = OpenItem::open(
+                self.ids.fresh(),
+                None,
+                self.parent_of(owner.as_deref()),
+                Streamed::Message,
                 raw,
-            ));
-            self.messages.insert(owner.clone(), open);
+                out,
+            );
+            return self.open.insert_message(owner.clone(), item);
         }
-        self.messages.get_mut(owner).expect("inserted")
+        // Checked just above; `message` cannot be missing here.
+        self.open
+            .message(owner)
+            .unwrap_or_else(|| unreachable!("an open message was found"))
     }
 
-    fn close_reasoning_of(&mut self, owner: &Owner, out: &mut Vec<EventDraft>) {
-        if self.reasoning.is_empty() {
-            return;
-        }
-        let runs: Vec<String> = self
-            .reasoning
-            .iter()
-            .filter(|(_, r)| &r.owner == owner)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for run in runs {
-            let r = self.reasoning.remove(&run).expect("listed");
-            complete_text(r.open, ItemStatus::Completed, reasoning_part, None, out);
-        }
-    }
-
-    /// Completes the open message and reasoning of one owner.
-    fn close_owned_by(&mut self, owner: &Owner, status: ItemStatus, out: &mut Vec<EventDraft>) {
-        self.close_reasoning_of(owner, out);
-        if let Some(open) = self.messages.remove(owner) {
-            complete_text(open, status, text_part, None, out);
-        }
-    }
-
-    /// Completes every open item (end of a turn); progress-only tool results always fail.
-    /// Open items are completed in the order they were opened.
+    /// Completes every open item (end of a turn), then the subagents still running; each in
+    /// the order they were opened.
     fn close_everything(&mut self, status: ItemStatus, out: &mut Vec<EventDraft>) {
-        let mut reasoning: Vec<OpenReasoning> = self.reasoning.drain().map(|(_, r)| r).collect();
-        reasoning.sort_by_key(|r| item_number(&r.open.item_id));
-        for r in reasoning {
-            complete_text(r.open, status, reasoning_part, None, out);
-        }
-        let mut messages: Vec<OpenText> = self.messages.drain().map(|(_, m)| m).collect();
-        messages.sort_by_key(|m| item_number(&m.item_id));
-        for m in messages {
-            complete_text(m, status, text_part, None, out);
-        }
-        let mut results: Vec<(String, OpenText)> = self.results.drain().collect();
-        results.sort_by_key(|(_, r)| item_number(&r.item_id));
-        for (call_id, r) in results {
-            let part = move |text: &str| result_part(&call_id, text);
-            let mut drafts = Vec::new();
-            complete_text(r, ItemStatus::Failed, part, None, &mut drafts);
-            for mut d in drafts {
-                if let EventData::ItemCompleted(ItemEventData { item }) = &mut d.data {
-                    item.kind = ItemKind::ToolResult;
-                    item.role = Some(ItemRole::Tool);
-                }
-                out.push(d);
-            }
-        }
+        self.open.close_all(status, out);
         let mut subagents: Vec<&mut Subagent> =
             self.subagents.values_mut().filter(|s| s.open).collect();
         subagents.sort_by_key(|sub| item_number(&sub.item.item_id));
@@ -979,7 +769,7 @@ impl CodebuffConverter {
             }
         }
         Item {
-            item_id: self.id_for("agent", &e.agent_id),
+            item_id: self.ids.for_native(Namespace::Agent, &e.agent_id),
             native_item_id: Some(e.agent_id.clone()),
             parent_id: self.parent_of(e.parent_agent_id.as_deref()),
             kind: ItemKind::Status,
@@ -1006,7 +796,7 @@ impl CodebuffConverter {
         out: &mut Vec<EventDraft>,
     ) {
         let item = Item {
-            item_id: self.fresh_id(),
+            item_id: self.ids.fresh(),
             native_item_id: None,
             parent_id: None,
             kind: ItemKind::Status,
@@ -1021,112 +811,6 @@ impl CodebuffConverter {
     }
 }
 
-/// The `N` of `itm_N`, for ordering items as they were opened.
-fn item_number(item_id: &str) -> u64 {
-    item_id
-        .strip_prefix("itm_")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(u64::MAX)
-}
-
-/// Parses a line into an event and its verbatim raw form, or says why it is not one.
-fn parse_line(line: &[u8]) -> Result<(PrintModeEvent, RawLine), (String, RawLine)> {
-    let text = match std::str::from_utf8(line) {
-        Ok(t) => t.trim_end_matches('\r'),
-        Err(e) => {
-            let raw = RawLine::Text(String::from_utf8_lossy(line).into_owned());
-            return Err((format!("invalid UTF-8: {e}"), raw));
-        }
-    };
-    match PrintModeEvent::parse(text) {
-        Ok(event) => {
-            let raw = serde_json::from_str::<Box<RawValue>>(text)
-                .map(RawLine::Json)
-                .unwrap_or_else(|_| RawLine::Text(text.to_owned()));
-            Ok((event, raw))
-        }
-        Err(err @ ParseError::NotJson(_)) => Err((err.to_string(), RawLine::Text(text.to_owned()))),
-        Err(err) => {
-            let raw = serde_json::from_str::<Box<RawValue>>(text)
-                .map(RawLine::Json)
-                .unwrap_or_else(|_| RawLine::Text(text.to_owned()));
-            Err((err.to_string(), raw))
-        }
-    }
-}
-
-fn unparsed(error: String, location: String, bytes: &[u8], raw: RawLine) -> EventDraft {
-    let hash = Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    EventDraft::from_agent(
-        EventData::AgentUnparsed(AgentUnparsedData {
-            error,
-            location,
-            raw_hash: Some(format!("sha256:{hex}")),
-        }),
-        Some(Arc::new(raw)),
-    )
-}
-
-fn text_part(text: &str) -> ContentPart {
-    ContentPart::Text {
-        text: text.to_owned(),
-    }
-}
-
-fn reasoning_part(text: &str) -> ContentPart {
-    ContentPart::Reasoning {
-        text: text.to_owned(),
-        visibility: ReasoningVisibility::Public,
-    }
-}
-
-fn result_part(call_id: &str, output: &str) -> ContentPart {
-    ContentPart::ToolResult {
-        call_id: call_id.to_owned(),
-        output: output.to_owned(),
-    }
-}
-
-/// An in-progress assistant item with one content part.
-fn text_item(open: &OpenText, part: ContentPart) -> Item {
-    Item {
-        item_id: open.item_id.clone(),
-        native_item_id: open.native_item_id.clone(),
-        parent_id: open.parent_id.clone(),
-        kind: ItemKind::Message,
-        role: Some(ItemRole::Assistant),
-        content: Arc::new(vec![part]),
-        status: ItemStatus::InProgress,
-    }
-}
-
-/// Completes a streamed item; one that never got a delta first gets its whole text as a
-/// synthetic delta (rule 3).
-fn complete_text(
-    open: OpenText,
-    status: ItemStatus,
-    part: impl Fn(&str) -> ContentPart,
-    raw: Option<Arc<RawLine>>,
-    out: &mut Vec<EventDraft>,
-) {
-    let text = open.text.to_text();
-    if open.deltas == 0 {
-        out.push(EventDraft::synthetic(EventData::ItemDelta(ItemDeltaData {
-            item_id: open.item_id.clone(),
-            native_item_id: open.native_item_id.clone(),
-            delta: text.clone(),
-        })));
-    }
-    let mut item = text_item(&open, part(&text));
-    item.status = status;
-    let data = EventData::ItemCompleted(ItemEventData { item });
-    out.push(match raw {
-        Some(raw) => EventDraft::from_agent(data, Some(raw)),
-        None => EventDraft::synthetic(data),
-    });
-}
-
 /// An item that starts and completes at once (tool calls, results, status lines).
 fn whole_item(item: Item, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
     let mut started = item.clone();
@@ -1139,4 +823,16 @@ fn whole_item(item: Item, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) 
         EventData::ItemCompleted(ItemEventData { item }),
         raw,
     ));
+}
+
+/// [`whole_item`] for an item the daemon made up (the user's message).
+fn push_synthetic_whole(item: Item, out: &mut Vec<EventDraft>) {
+    let mut started = item.clone();
+    started.status = ItemStatus::InProgress;
+    out.push(EventDraft::synthetic(EventData::ItemStarted(
+        ItemEventData { item: started },
+    )));
+    out.push(EventDraft::synthetic(EventData::ItemCompleted(
+        ItemEventData { item },
+    )));
 }

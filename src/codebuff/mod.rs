@@ -1,5 +1,5 @@
 //! The Codebuff side: the `PrintModeEvent` input model and `convert_codebuff`, which turns agent
-//! lines into universal events (`spec/codebuff-agent.md` §2–§4).
+//! lines into universal events (`docs/codebuff-events.md`).
 //!
 //! Pure code: no I/O and no clock. The caller frames lines, passes them in, and stamps the
 //! resulting drafts with time and sequence.
@@ -7,13 +7,19 @@
 mod answer;
 mod convert;
 mod event;
+mod ids;
+mod intake;
+mod open_items;
+mod questions;
 mod text_buf;
 mod tools;
 
 pub use answer::{answer_line, skip_line, AnswerError};
-pub use convert::{CodebuffConverter, QuestionError, Stream, TurnOutcome};
+pub use convert::{CodebuffConverter, TurnOutcome};
 pub use event::{
     DownloadEvent, ErrorEvent, FinishEvent, OtherEvent, ParseError, PrintModeEvent,
     ReasoningDeltaEvent, StartEvent, SubagentEvent, TextEvent, ToolCallEvent, ToolProgressEvent,
     ToolResultEvent, FORK_TYPES,
 };
+pub use intake::Stream;
+pub use questions::QuestionError;

@@ -253,7 +253,7 @@ impl Actor {
             cost_credits: live.cost.credits,
             turns: live.turns,
             event_count: live.event_count,
-            next_item: self.converter.next_item(),
+            next_item: 0,
             running,
             // Also adopts a restored session written before sessions had owners.
             owner: self.ctx.instance_id.clone(),
@@ -487,7 +487,8 @@ impl Actor {
                 self.supervise(process).await
             }
             Err(message) => {
-                self.converter.fail_to_start(&message, &mut self.drafts);
+                self.converter
+                    .fail_to_start("agent_start_failed", &message, &mut self.drafts);
                 let outcome = TurnOutcome {
                     status: TurnStatus::Failed,
                     exit_code: None,
