@@ -533,7 +533,6 @@ fn put_session_round_trips(db: &impl Backend) {
     r.cost_credits = 12.375;
     r.turns = 4;
     r.event_count = 99;
-    r.next_item = 17;
     r.running = Some(RunningProcess {
         pid: 123,
         pgid: 123,
@@ -908,7 +907,6 @@ fn v1_record(id: &str) -> SessionRecord {
         cost_credits: 1.5,
         turns: 2,
         event_count: 0,
-        next_item: 3,
         running: None,
         owner: String::new(),
     }
@@ -966,7 +964,7 @@ fn a_version_1_sqlite_database_is_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
 }
 
 #[test]
@@ -1019,7 +1017,7 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let rows: Vec<(i64, String, String, Option<String>)> = conn
         .prepare("SELECT sequence, type, event, raw FROM events WHERE session_id = 'old' ORDER BY sequence")
         .unwrap()
@@ -1141,7 +1139,7 @@ fn a_version_1_postgres_database_is_upgraded() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
-    assert_eq!(versions, vec![1, 2]);
+    assert_eq!(versions, vec![1, 3]);
 }
 
 #[test]

@@ -253,7 +253,6 @@ impl Actor {
             cost_credits: live.cost.credits,
             turns: live.turns,
             event_count: live.event_count,
-            next_item: 0,
             running,
             // Also adopts a restored session written before sessions had owners.
             owner: self.ctx.instance_id.clone(),

@@ -64,8 +64,6 @@ pub struct SessionRecord {
     pub cost_credits: f64,
     pub turns: u64,
     pub event_count: u64,
-    /// The next `itm_N` number the session's converter will hand out.
-    pub next_item: u64,
     /// The agent process of the turn that is running, if one is.
     pub running: Option<RunningProcess>,
     /// The instance id of the daemon that runs the session (see [`crate::instance`]); empty
@@ -98,7 +96,6 @@ impl SessionRecord {
             cost_credits: 0.0,
             turns: 0,
             event_count: 0,
-            next_item: 1,
             running: None,
             owner: owner.to_owned(),
         }

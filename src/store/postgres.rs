@@ -27,8 +27,8 @@ use super::writer::{BatchWriter, Write};
 use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
 
 /// The schema version this build writes (table `codebuffd_schema`): 1 the first schema, 2 added
-/// `sessions.owner`.
-const SCHEMA_VERSION: i32 = 2;
+/// `sessions.owner`, 3 dropped `sessions.next_item` (written, never read).
+const SCHEMA_VERSION: i32 = 3;
 /// Reader threads (each with its own connection).
 const READERS: usize = 2;
 /// How long connecting may take unless the URL says otherwise.
@@ -71,16 +71,19 @@ CREATE TABLE events (
 /// Version 1 → 2: the instance id of the daemon that owns a session (empty: written before).
 const MIGRATE_V2: &str = "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT ''";
 
+/// Version 2 → 3: `next_item` goes (a restored session's ids go on after its log's last).
+const MIGRATE_V3: &str = "ALTER TABLE sessions DROP COLUMN next_item";
+
 const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, agent, created_at, updated_at, \
     settings, native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
-    event_count, next_item, running_pid, running_pgid, running_start_ticks, owner) VALUES \
-    ($1, $2, $3, $4, $5::text::json, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
+    event_count, running_pid, running_pgid, running_start_ticks, owner) VALUES \
+    ($1, $2, $3, $4, $5::text::json, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
     ON CONFLICT (session_id) DO NOTHING";
 
 const UPDATE_SESSION: &str = "UPDATE sessions SET agent = $2, created_at = $3, updated_at = $4, \
     settings = $5::text::json, native_session_id = $6, status = $7, ended = $8, end_reason = $9, \
-    end_message = $10, cost_credits = $11, turns = $12, event_count = $13, next_item = $14, \
-    running_pid = $15, running_pgid = $16, running_start_ticks = $17, owner = $18 \
+    end_message = $10, cost_credits = $11, turns = $12, event_count = $13, \
+    running_pid = $14, running_pgid = $15, running_start_ticks = $16, owner = $17 \
     WHERE session_id = $1";
 
 const INSERT_EVENTS: &str = "INSERT INTO events (session_id, sequence, type, event, raw, \
@@ -96,7 +99,7 @@ const SELECT_TIP: &str = "SELECT (SELECT max(sequence) FROM events WHERE session
 
 const SELECT_SESSIONS: &str = "SELECT session_id, agent, created_at, updated_at, \
     settings::text, native_session_id, status, ended, end_reason, end_message, cost_credits, \
-    turns, event_count, next_item, running_pid, running_pgid, running_start_ticks, owner \
+    turns, event_count, running_pid, running_pgid, running_start_ticks, owner \
     FROM sessions ORDER BY created_at, session_id";
 
 /// The Postgres event store.
@@ -192,6 +195,10 @@ fn migrate(client: &mut Client) -> Result<(), String> {
     if upgraded == 1 {
         tx.batch_execute(MIGRATE_V2).map_err(|e| pg_error(&e))?;
         upgraded = 2;
+    }
+    if upgraded == 2 {
+        tx.batch_execute(MIGRATE_V3).map_err(|e| pg_error(&e))?;
+        upgraded = 3;
     }
     if upgraded != SCHEMA_VERSION {
         return Err(format!("its schema version {upgraded} is unknown"));
@@ -377,7 +384,6 @@ fn execute_record(
             &record.cost_credits,
             &ints.turns,
             &ints.event_count,
-            &ints.next_item,
             &ints.running_pid,
             &ints.running_pgid,
             &ints.running_start_ticks,
@@ -523,12 +529,11 @@ fn record_from_row(r: &postgres::Row) -> Result<SessionRecord, StoreError> {
         cost_credits: r.try_get(10).map_err(backend)?,
         turns: to_u64(r.try_get(11).map_err(backend)?, "turns")?,
         event_count: to_u64(r.try_get(12).map_err(backend)?, "event_count")?,
-        next_item: to_u64(r.try_get(13).map_err(backend)?, "next_item")?,
         running: running_process(
+            r.try_get(13).map_err(backend)?,
             r.try_get(14).map_err(backend)?,
             r.try_get(15).map_err(backend)?,
-            r.try_get(16).map_err(backend)?,
         )?,
-        owner: r.try_get(17).map_err(backend)?,
+        owner: r.try_get(16).map_err(backend)?,
     })
 }

@@ -46,7 +46,6 @@ pub(crate) struct RecordInts {
     pub updated_at: i64,
     pub turns: i64,
     pub event_count: i64,
-    pub next_item: i64,
     pub running_pid: Option<i64>,
     pub running_pgid: Option<i64>,
     pub running_start_ticks: Option<i64>,
@@ -61,7 +60,6 @@ impl RecordInts {
             updated_at: to_i64(r.updated_at, "updated_at")?,
             turns: to_i64(r.turns, "turns")?,
             event_count: to_i64(r.event_count, "event_count")?,
-            next_item: to_i64(r.next_item, "next_item")?,
             running_pid: running.map(|p| i64::from(p.pid)),
             running_pgid: running.map(|p| i64::from(p.pgid)),
             running_start_ticks: running

@@ -27,8 +27,9 @@ use super::writer::{BatchWriter, Write};
 use super::{SessionRecord, StoreError, StoredEvent};
 
 /// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
-/// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event).
-const SCHEMA_VERSION: i64 = 3;
+/// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event),
+/// 4 dropped `sessions.next_item` (written, never read: ids go on after the log's last).
+const SCHEMA_VERSION: i64 = 4;
 /// The page size of a new database.
 const PAGE_SIZE: u32 = 16 * 1024;
 /// Read connections kept open between reads.
@@ -96,9 +97,12 @@ CREATE VIEW events (session_id, sequence, type, event, raw) AS
     FROM event_chunks c, json_each(c.events) e;
 ";
 
+/// Version 3 → 4: `next_item` goes (a restored session's ids go on after its log's last).
+const MIGRATE_V4: &str = "ALTER TABLE sessions DROP COLUMN next_item;";
+
 const RECORD_COLUMNS: &str = "session_id, agent, created_at, updated_at, settings, \
     native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
-    event_count, next_item, running_pid, running_pgid, running_start_ticks, owner";
+    event_count, running_pid, running_pgid, running_start_ticks, owner";
 
 /// The SQLite event store.
 pub struct SqliteStore(BatchedStore);
@@ -249,6 +253,10 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
         conn.execute_batch(MIGRATE_V3).map_err(|e| e.to_string())?;
         version = 3;
     }
+    if version == 3 {
+        conn.execute_batch(MIGRATE_V4).map_err(|e| e.to_string())?;
+        version = 4;
+    }
     if version != SCHEMA_VERSION {
         return Err(format!(
             "its schema version {version} is newer than this codebuffd supports ({SCHEMA_VERSION})"
@@ -330,7 +338,7 @@ impl BatchWriter for SqliteWriter {
                     let mut insert = tx
                         .prepare_cached(&format!(
                             "INSERT INTO sessions ({RECORD_COLUMNS}) VALUES \
-                             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) \
+                             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
                              ON CONFLICT (session_id) DO NOTHING"
                         ))
                         .map_err(sql_error)?;
@@ -342,8 +350,8 @@ impl BatchWriter for SqliteWriter {
                             "UPDATE sessions SET agent = ?2, created_at = ?3, updated_at = ?4, \
                              settings = ?5, native_session_id = ?6, status = ?7, ended = ?8, \
                              end_reason = ?9, end_message = ?10, cost_credits = ?11, turns = ?12, \
-                             event_count = ?13, next_item = ?14, running_pid = ?15, \
-                             running_pgid = ?16, running_start_ticks = ?17, owner = ?18 \
+                             event_count = ?13, running_pid = ?14, \
+                             running_pgid = ?15, running_start_ticks = ?16, owner = ?17 \
                              WHERE session_id = ?1",
                         )
                         .map_err(sql_error)?;
@@ -415,7 +423,6 @@ fn execute_record(
             record.cost_credits,
             ints.turns,
             ints.event_count,
-            ints.next_item,
             ints.running_pid,
             ints.running_pgid,
             ints.running_start_ticks,
@@ -555,8 +562,7 @@ fn record_from_row(r: &rusqlite::Row<'_>) -> Result<SessionRecord, RowError> {
         cost_credits: r.get(10)?,
         turns: to_u64(r.get(11)?, "turns")?,
         event_count: to_u64(r.get(12)?, "event_count")?,
-        next_item: to_u64(r.get(13)?, "next_item")?,
-        running: running_process(r.get(14)?, r.get(15)?, r.get(16)?)?,
-        owner: r.get(17)?,
+        running: running_process(r.get(13)?, r.get(14)?, r.get(15)?)?,
+        owner: r.get(16)?,
     })
 }
