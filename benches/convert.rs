@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use codebuffd::codebuff::CodebuffConverter;
-use codebuffd::session::Recorder;
+use codebuffd::store::StoredEvent;
 
 const CAPTURED: &[&str] = &[
     "text",
@@ -123,7 +123,7 @@ fn measure(label: &str, lines: &[Vec<u8>]) {
 /// converted, every event stamped and serialized. Returns (seconds, events).
 fn run(lines: &[Vec<u8>]) -> (f64, u64) {
     let mut converter = CodebuffConverter::new();
-    let mut recorder = Recorder::new("bench", 0);
+    let session: std::sync::Arc<str> = "bench".into();
     let mut drafts = Vec::with_capacity(16);
     let mut out: Vec<u8> = Vec::with_capacity(2 * 1024 * 1024);
     let mut events = 0u64;
@@ -134,9 +134,15 @@ fn run(lines: &[Vec<u8>]) -> (f64, u64) {
             converter.begin_turn(Some("bench prompt"), &mut drafts);
         }
         converter.convert_stdout_line(line, &mut drafts);
-        for draft in drafts.drain(..) {
-            let event = recorder.record(draft, time.clone(), converter.native_session_id());
-            serde_json::to_writer(&mut out, &event.view(false)).expect("serialize");
+        let stamped = StoredEvent::stamp_all(
+            &mut drafts,
+            events + 1,
+            &time,
+            &session,
+            converter.native_session_id(),
+        );
+        for event in stamped {
+            out.extend_from_slice(event.json.as_bytes());
             out.push(b'\n');
             events += 1;
         }

@@ -1,8 +1,10 @@
-//! The command line: `codebuffd convert` (and, as they land, the daemon's commands).
+//! The command line: every subcommand and its arguments (clap).
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+
+use crate::agent::AgentCommandArgs;
 
 /// codebuffd: the Codebuff coding agent behind the sandbox-agent `/v1` universal-events API.
 #[derive(Debug, Parser)]
@@ -47,37 +49,6 @@ pub struct ConvertArgs {
     /// Stamp every event with this time instead of the clock (reproducible output).
     #[arg(long, value_name = "RFC3339")]
     pub fixed_time: Option<String>,
-}
-
-/// The agent command contract's arguments (`codebuff-agent.md` §1), as `mock-agent` takes them.
-#[derive(Debug, Clone, clap::Args)]
-pub struct AgentCommandArgs {
-    /// Emit JSON lines (the only output format; accepted for compatibility).
-    #[arg(long)]
-    pub stream_json: bool,
-    /// Free mode (`base2-lite`).
-    #[arg(long, alias = "lite")]
-    pub free: bool,
-    /// Max mode (`base2-max`).
-    #[arg(long)]
-    pub max: bool,
-    /// Plan mode (`base2-plan`).
-    #[arg(long)]
-    pub plan: bool,
-    /// Resume the conversation with this id (from a previous run's `start.sessionId`).
-    #[arg(long = "continue", value_name = "SESSION_ID")]
-    pub continue_session: Option<String>,
-    /// Abort the run after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<f64>,
-    /// Working directory.
-    #[arg(long)]
-    pub cwd: Option<PathBuf>,
-    /// Model id.
-    #[arg(long)]
-    pub model: Option<String>,
-    /// The prompt (last argument).
-    pub prompt: String,
 }
 
 /// Arguments of `codebuffd server`; each also comes from `CODEBUFFD_*` or the TOML file.

@@ -28,6 +28,23 @@ pub struct DaemonConfig {
     pub store: String,
 }
 
+impl DaemonConfig {
+    /// The engine's part of the settings.
+    pub fn engine(&self) -> crate::engine::EngineConfig {
+        crate::engine::EngineConfig {
+            data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
+            agent_command: self.agent_command.clone(),
+            limits: crate::session::Limits {
+                turn_timeout: self.turn_timeout,
+                inactivity_timeout: self.inactivity_timeout,
+                max_line_bytes: self.max_line_bytes,
+                ..crate::session::Limits::default()
+            },
+        }
+    }
+}
+
 /// The TOML file's keys (all optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,17 +1,27 @@
-//! codebuffd: serves the Codebuff coding agent over the sandbox-agent `/v1` universal-events API.
+//! codebuffd: the Codebuff coding agent behind the sandbox-agent `/v1` universal-events API
+//! (and, as they land, the other front doors of `ARCHITECTURE.md`).
 //!
-//! Layers, from the bottom: [`universal`] (the output model) ← [`codebuff`] (the input model and
-//! `convert_codebuff`, pure) ← [`agent`] (framing and supervising agent processes) and
-//! [`session`] (sessions, turns and the lifecycle rules) ← the commands.
+//! Layers, from the bottom (dependencies point down only):
+//!
+//! * [`universal`]: the output model; depends on nothing else in the crate.
+//! * [`codebuff`]: the input model and `convert_codebuff`; pure, no I/O.
+//! * [`agent`]: the agent command contract, starting and supervising agent processes, the
+//!   mock agent. [`store`]: the event log (memory, SQLite, Postgres).
+//! * [`session`]: sessions, turns, questions, the lifecycle rules; [`engine`] starts it all.
+//! * Front doors: [`http`] (the `/v1` API). They translate; they never own turns, processes
+//!   or storage.
+//! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches.
+
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod agent;
 pub mod cli;
 pub mod codebuff;
+pub mod commands;
 pub mod config;
-pub mod convert;
+pub mod engine;
 pub mod http;
 pub mod instance;
-pub mod server;
 pub mod session;
 pub mod store;
 pub mod universal;

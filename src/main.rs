@@ -1,13 +1,15 @@
 //! The `codebuffd` binary: parses arguments, runs the command, owns the only `process::exit`.
 
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs::File;
 use std::io::{self, Read};
 use std::process::ExitCode;
 
 use clap::Parser;
 use codebuffd::cli::{Cli, Command, ConvertArgs, ServerArgs};
+use codebuffd::commands::convert::{convert_stream, ConvertOptions};
 use codebuffd::config::DaemonConfig;
-use codebuffd::convert::{convert_stream, ConvertOptions};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -40,7 +42,7 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(codebuffd::server::run(config))?;
+    runtime.block_on(codebuffd::commands::server::run(config))?;
     // Do not wait for stray blocking tasks (a reader stuck on a foreign pipe).
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     Ok(())

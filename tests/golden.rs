@@ -15,7 +15,7 @@ mod support;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use codebuffd::convert::{convert_stream, ConvertOptions};
+use codebuffd::commands::convert::{convert_stream, ConvertOptions};
 use serde_json::Value;
 
 const FIXED_TIME: &str = "2026-01-01T00:00:00.000000Z";

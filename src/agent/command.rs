@@ -1,4 +1,6 @@
-//! The command line of one agent turn (the stream-json contract, spec §1).
+//! The agent command contract (`docs/agent-command.md` §1), both halves in one place: the
+//! daemon builds a turn's command line with [`agent_args`], and agent commands written in Rust
+//! (the mock agent) parse it with [`AgentCommandArgs`]. A round-trip test keeps them in step.
 //!
 //! ```text
 //! --stream-json [--free|--max|--plan] [--continue ID] [--timeout SECONDS] [--cwd DIR]
@@ -8,7 +10,7 @@
 //! Every value is its own argv element; nothing is ever interpolated into a shell string.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The parameters of one agent turn that end up on its command line.
@@ -69,9 +71,67 @@ fn whole_seconds(duration: Duration) -> u64 {
     rounded_up.max(1)
 }
 
+/// The contract's arguments as an agent command parses them (`codebuffd mock-agent …`).
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct AgentCommandArgs {
+    /// Emit JSON lines (the only output format; accepted for compatibility).
+    #[arg(long)]
+    pub stream_json: bool,
+    /// Free mode (`base2-lite`).
+    #[arg(long, alias = "lite")]
+    pub free: bool,
+    /// Max mode (`base2-max`).
+    #[arg(long)]
+    pub max: bool,
+    /// Plan mode (`base2-plan`).
+    #[arg(long)]
+    pub plan: bool,
+    /// Resume the conversation with this id (from a previous run's `start.sessionId`).
+    #[arg(long = "continue", value_name = "SESSION_ID")]
+    pub continue_session: Option<String>,
+    /// Abort the run after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    /// Working directory.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Model id.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The prompt (last argument).
+    pub prompt: String,
+}
+
+impl AgentCommandArgs {
+    /// The agent mode the flags select: `build`, `free`, `max` or `plan`.
+    pub fn agent_mode(&self) -> &'static str {
+        match (self.free, self.max, self.plan) {
+            (true, _, _) => "free",
+            (_, true, _) => "max",
+            (_, _, true) => "plan",
+            _ => "build",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    /// Parses arguments the way an agent command would.
+    #[derive(Debug, Parser)]
+    struct Agent {
+        #[command(flatten)]
+        args: AgentCommandArgs,
+    }
+
+    fn parse(args: Vec<OsString>) -> AgentCommandArgs {
+        let argv = std::iter::once(OsString::from("agent")).chain(args);
+        Agent::try_parse_from(argv)
+            .expect("the built arguments parse")
+            .args
+    }
 
     fn base(prompt: &str) -> TurnCommand<'_> {
         TurnCommand {
@@ -174,5 +234,44 @@ mod tests {
         assert!(!args.contains(&"--".to_owned()));
         let args = strings(agent_args(&base("")));
         assert_eq!(args.last().map(String::as_str), Some(""));
+    }
+
+    #[test]
+    fn what_the_daemon_builds_an_agent_command_parses_back() {
+        for (mode, model, resume, timeout, prompt) in [
+            (None, None, None, None, "plain"),
+            (
+                Some("free"),
+                Some("m/x"),
+                Some("s-1"),
+                Some(90),
+                "--looks like a flag",
+            ),
+            (Some("max"), None, None, Some(1), "-"),
+            (
+                Some("plan"),
+                Some("p"),
+                Some("s 2"),
+                None,
+                "multi\nline $(x)",
+            ),
+        ] {
+            let cmd = TurnCommand {
+                agent_mode: mode,
+                model,
+                continue_session: resume,
+                timeout: timeout.map(Duration::from_secs),
+                cwd: Path::new("/srv/my repo"),
+                prompt,
+            };
+            let parsed = parse(agent_args(&cmd));
+            assert!(parsed.stream_json);
+            assert_eq!(parsed.agent_mode(), mode.unwrap_or("build"));
+            assert_eq!(parsed.model.as_deref(), model);
+            assert_eq!(parsed.continue_session.as_deref(), resume);
+            assert_eq!(parsed.timeout, timeout.map(|t| t as f64));
+            assert_eq!(parsed.cwd.as_deref(), Some(Path::new("/srv/my repo")));
+            assert_eq!(parsed.prompt, prompt);
+        }
     }
 }

@@ -1,20 +1,22 @@
-//! Running agent commands: building their command lines and environment, spawning and
-//! supervising them (process groups, bounded line framing, stdin answers, kill escalation),
-//! and the scripted mock agent.
+//! Running agent commands: the command contract, starting a turn's agent (program, arguments,
+//! environment, credential), supervising it (process groups, bounded line framing, stdin
+//! answers, kill escalation), and the scripted mock agent.
 
 mod command;
 pub mod credentials;
 mod environment;
 mod framing;
+mod launch;
 mod launcher;
 pub mod mock;
 mod process;
 pub mod procfs;
 
-pub use command::{agent_args, TurnCommand};
+pub use command::{agent_args, AgentCommandArgs, TurnCommand};
 pub use credentials::{Credential, CredentialSource};
 pub use environment::agent_env;
 pub use framing::{Frame, LineFramer};
+pub use launch::{AgentHost, LaunchError, TurnLaunch};
 pub use launcher::{AgentKind, InstallError, Installation, Launcher};
 pub use process::{
     AgentProcess, ExitInfo, OutputStream, ProcessEvent, SpawnError, SpawnSpec, PIPE_EOF_GRACE,

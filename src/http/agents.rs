@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::extract::{ApiPath, OptionalJson};
 use super::problem::Problem;
 use super::AppState;
-use crate::agent::{credentials, AgentKind};
+use crate::agent::AgentKind;
 
 /// What an agent can do; the same 19 flags as sandbox-agent, truthful for each agent.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -85,14 +85,8 @@ pub async fn list_agents(State(state): State<AppState>) -> Json<AgentList> {
     let agents = AgentKind::ALL
         .iter()
         .map(|&kind| {
-            let install = ctx.launcher.installation(kind);
-            let credentials_available = match kind {
-                AgentKind::Mock => true,
-                AgentKind::Codebuff => {
-                    credentials::resolve(None, ctx.env_api_key.as_deref(), ctx.home.as_deref())
-                        .is_some()
-                }
-            };
+            let install = ctx.agents.launcher.installation(kind);
+            let credentials_available = ctx.agents.has_credential(kind, None);
             AgentInfo {
                 id: kind.id().to_owned(),
                 installed: install.installed,
@@ -138,6 +132,7 @@ pub async fn install_agent(
     state
         .manager
         .context()
+        .agents
         .launcher
         .install(kind, body.reinstall)
         .await

@@ -1,12 +1,11 @@
 //! What every session needs from the daemon: the store, the launcher, limits, and the pieces of
 //! the daemon's environment agents inherit. Built once at start, shared by all sessions.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agent::Launcher;
+use crate::agent::{AgentHost, Launcher};
 use crate::store::EventStore;
 
 /// Limits that apply to every turn.
@@ -39,16 +38,9 @@ impl Default for Limits {
 /// The daemon-wide context of sessions.
 pub struct SessionContext {
     pub store: Arc<dyn EventStore>,
-    pub launcher: Arc<Launcher>,
+    /// How agents are started.
+    pub agents: AgentHost,
     pub limits: Limits,
-    /// The daemon's environment, filtered per spawn by the agent allowlist.
-    pub parent_env: Vec<(OsString, OsString)>,
-    /// `CODEBUFF_API_KEY` of the daemon's environment.
-    pub env_api_key: Option<String>,
-    /// The home directory searched for credential files.
-    pub home: Option<PathBuf>,
-    /// Where agent commands keep run state for `--continue` (`CODEBUFF_STATE_DIR`).
-    pub agent_state_dir: PathBuf,
     /// The daemon's working directory (the default session directory).
     pub cwd: PathBuf,
     /// This daemon's instance id ([`crate::instance`]): the owner written into the records of
@@ -65,15 +57,10 @@ impl SessionContext {
         agent_state_dir: PathBuf,
         instance_id: String,
     ) -> Self {
-        let parent_env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         SessionContext {
+            agents: AgentHost::from_env(launcher, agent_state_dir, limits.max_line_bytes),
             store,
-            launcher,
             limits,
-            env_api_key: std::env::var("CODEBUFF_API_KEY").ok(),
-            home: std::env::var_os("HOME").map(PathBuf::from),
-            parent_env,
-            agent_state_dir,
             cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             instance_id,
         }

@@ -19,6 +19,18 @@ pub enum SessionStatus {
     Ended,
 }
 
+impl SessionStatus {
+    /// The status's name, as served and stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Idle => "idle",
+            SessionStatus::Running => "running",
+            SessionStatus::AwaitingInput => "awaiting_input",
+            SessionStatus::Ended => "ended",
+        }
+    }
+}
+
 /// How a session ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EndState {
@@ -28,7 +40,7 @@ pub enum EndState {
     Error(String),
 }
 
-/// A snapshot of a session (`SessionInfo` of `http-api.md`).
+/// A snapshot of a session (`SessionInfo` of `docs/http-api.md`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
@@ -50,4 +62,22 @@ pub struct SessionInfo {
     pub status: SessionStatus,
     pub cost: Cost,
     pub turns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names_are_the_serialized_ones() {
+        for status in [
+            SessionStatus::Idle,
+            SessionStatus::Running,
+            SessionStatus::AwaitingInput,
+            SessionStatus::Ended,
+        ] {
+            let json = serde_json::to_value(status).unwrap();
+            assert_eq!(json, status.as_str());
+        }
+    }
 }

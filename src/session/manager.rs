@@ -16,14 +16,15 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::actor::{now_ms, Actor, Command, Live, Shared};
+use super::actor::{Actor, Command, Origin};
 use super::context::SessionContext;
-use super::info::{EndState, SessionInfo, SessionStatus};
+use super::info::{EndState, SessionInfo};
+use super::record::{from_record, now_ms, to_record, Live, RecordOf, Shared};
 use super::settings::{CreateRequest, SessionSettings};
-use super::{Recorder, SessionError};
+use super::SessionError;
 use crate::agent::AgentKind;
-use crate::store::{EventStore, RunningProcess, SessionRecord, StoreError};
-use crate::universal::{format_time, Cost};
+use crate::store::{EventStore, StoreError};
+use crate::universal::format_time;
 
 /// Longest accepted session id.
 const MAX_ID_LEN: usize = 256;
@@ -95,6 +96,7 @@ impl SessionManager {
         let settings = SessionSettings::validate(req, &self.ctx.cwd)?;
         if settings.agent == AgentKind::Codebuff {
             self.ctx
+                .agents
                 .launcher
                 .install(AgentKind::Codebuff, false)
                 .await
@@ -109,33 +111,24 @@ impl SessionManager {
             return Err(SessionError::AlreadyExists(id.to_owned()));
         }
         let now = now_ms();
-        let record = SessionRecord {
-            event_count: 1, // session.started, appended next
-            ..SessionRecord::new(
-                id,
-                settings.agent.id(),
-                settings.to_json(),
-                &self.ctx.instance_id,
-                now,
-            )
-        };
+        // The record counts the `session.started` appended next.
+        let live = Live::created(now);
+        let record = to_record(RecordOf {
+            session_id: id,
+            settings: &settings,
+            live: &live,
+            created_at: now,
+            running: None,
+            owner: &self.ctx.instance_id,
+        });
         self.ctx.store.create(&record).map_err(|e| match e {
             StoreError::AlreadyExists(id) => SessionError::AlreadyExists(id),
             other => SessionError::Store(other),
         })?;
-        let mut drafts = vec![Recorder::session_started(settings.metadata())];
+        let mut drafts = vec![settings.started_event()];
         let time = format_time(time::OffsetDateTime::now_utc()).into();
         self.ctx.store.append(id, &mut drafts, time, None)?;
-        let live = Live {
-            status: SessionStatus::Idle,
-            end: None,
-            native_session_id: None,
-            cost: Cost::default(),
-            turns: 0,
-            event_count: 1,
-            updated_at: now,
-        };
-        let handle = self.start_actor(id, settings, live, now, None);
+        let handle = self.start_actor(id, settings, live, now, Origin::Created);
         tracing::info!(session = %id, agent = handle.settings.agent.id(), "session created");
         let info = info_of(&handle);
         sessions.insert(id.to_string(), handle);
@@ -156,43 +149,19 @@ impl SessionManager {
                 others += 1;
                 continue;
             }
-            let Some(settings) = SessionSettings::from_json(&record.settings) else {
+            let last = self.ctx.store.last_sequence(&record.session_id).ok();
+            let Some(restored) = from_record(&record, last) else {
                 tracing::error!(session = %record.session_id, "stored settings are unusable; session skipped");
                 continue;
             };
-            let end = match (record.end_reason.as_deref(), record.ended) {
-                (_, false) => None,
-                (Some("terminated"), true) => Some(EndState::Terminated),
-                (_, true) => Some(EndState::Error(
-                    record
-                        .end_message
-                        .clone()
-                        .unwrap_or_else(|| "the agent failed".into()),
-                )),
-            };
-            let live = Live {
-                status: if end.is_some() {
-                    SessionStatus::Ended
-                } else {
-                    SessionStatus::Idle
-                },
-                end,
-                native_session_id: record.native_session_id.clone(),
-                cost: Cost::from_credits(record.cost_credits),
-                turns: record.turns,
-                event_count: self
-                    .ctx
-                    .store
-                    .last_sequence(&record.session_id)
-                    .unwrap_or(record.event_count),
-                updated_at: record.updated_at,
-            };
             let handle = self.start_actor(
                 &record.session_id,
-                Arc::new(settings),
-                live,
-                record.created_at,
-                Some(record.running.clone()),
+                Arc::new(restored.settings),
+                restored.live,
+                restored.created_at,
+                Origin::Restored {
+                    running: restored.running,
+                },
             );
             sessions.insert(record.session_id.clone(), handle);
             loaded += 1;
@@ -206,30 +175,27 @@ impl SessionManager {
         Ok(loaded)
     }
 
-    /// Starts the actor of a session (a new one, or with `restore` = the running agent its
-    /// record names, a stored one to recover) and returns its handle.
+    /// Starts the actor of a session and returns its handle.
     fn start_actor(
         &self,
         id: &str,
         settings: Arc<SessionSettings>,
         live: Live,
         created_at: u64,
-        restore: Option<Option<RunningProcess>>,
+        origin: Origin,
     ) -> Arc<Handle> {
-        let shared: Shared = Arc::new(Mutex::new(live));
+        let shared = Shared::new(live);
         let (tx, rx) = mpsc::unbounded_channel();
         let id: Arc<str> = id.into();
-        let mut actor = Actor::new(
+        let actor = Actor::new(
             id.clone(),
             settings.clone(),
             self.ctx.clone(),
             shared.clone(),
             rx,
             created_at,
+            origin,
         );
-        if let Some(running) = restore {
-            actor = actor.restoring(running);
-        }
         let task = tokio::spawn(actor.run());
         Arc::new(Handle {
             id,
@@ -260,7 +226,7 @@ impl SessionManager {
     }
 
     fn check_open(&self, handle: &Handle) -> Result<(), SessionError> {
-        let live = handle.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let live = handle.shared.lock();
         match &live.end {
             Some(EndState::Terminated) => Err(SessionError::Terminated),
             Some(EndState::Error(m)) => Err(SessionError::AgentExited(m.clone())),
@@ -387,7 +353,7 @@ impl SessionManager {
 }
 
 fn info_of(h: &Handle) -> SessionInfo {
-    let live = h.shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let live = h.shared.snapshot();
     let s = &h.settings;
     SessionInfo {
         session_id: h.id.to_string(),

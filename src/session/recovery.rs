@@ -149,12 +149,11 @@ fn append_delta(item: &mut Item, delta: &str) {
 mod tests {
     use super::*;
     use crate::codebuff::CodebuffConverter;
-    use crate::session::Recorder;
+    use crate::store::StoredEvent;
 
     /// Replays Codebuff lines through the converter into stamped events.
     fn log(lines: &[&str], end: bool) -> Vec<UniversalEvent> {
         let mut c = CodebuffConverter::new();
-        let mut r = Recorder::new("s", 0);
         let mut drafts = Vec::new();
         c.begin_turn(Some("first"), &mut drafts);
         for l in lines {
@@ -172,10 +171,16 @@ mod tests {
                 &mut drafts,
             );
         }
-        drafts
-            .into_iter()
-            .map(|d| r.record(d, "t".into(), c.native_session_id()))
-            .collect()
+        StoredEvent::stamp_all(
+            &mut drafts,
+            1,
+            &"t".into(),
+            &"s".into(),
+            c.native_session_id(),
+        )
+        .iter()
+        .map(|e| e.decode().unwrap())
+        .collect()
     }
 
     #[test]

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use super::SessionError;
 use crate::agent::AgentKind;
-use crate::universal::SessionMetadata;
+use crate::universal::{EventData, EventDraft, SessionMetadata, SessionStartedData};
 
-/// Agent modes both agents accept (`http-api.md`): `build` is the default.
+/// Agent modes both agents accept (`docs/http-api.md`): `build` is the default.
 pub const AGENT_MODES: &[&str] = &["build", "free", "max", "plan"];
 /// Permission modes: Codebuff runs its tools without asking.
 pub const PERMISSION_MODES: &[&str] = &["bypass"];
@@ -128,6 +128,23 @@ impl SessionSettings {
         })
     }
 
+    /// The settings `codebuffd convert` describes its one session with: a new `codebuff`
+    /// session with every default.
+    pub fn for_convert() -> SessionSettings {
+        SessionSettings {
+            agent: AgentKind::Codebuff,
+            agent_mode: "build".to_owned(),
+            permission_mode: "bypass".to_owned(),
+            model: None,
+            variant: None,
+            directory: PathBuf::from("."),
+            title: None,
+            turn_timeout: None,
+            env: Vec::new(),
+            api_key: None,
+        }
+    }
+
     /// The settings as stored with the session record: everything but the API key, which is
     /// never written anywhere.
     pub fn to_json(&self) -> serde_json::Value {
@@ -171,6 +188,13 @@ impl SessionSettings {
                 .unwrap_or_default(),
             api_key: None,
         })
+    }
+
+    /// The session's `session.started` draft (always event 1).
+    pub fn started_event(&self) -> EventDraft {
+        EventDraft::synthetic(EventData::SessionStarted(SessionStartedData {
+            metadata: self.metadata(),
+        }))
     }
 
     /// The `session.started` metadata.

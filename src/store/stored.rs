@@ -100,8 +100,9 @@ impl StoredEvent {
     }
 
     /// Turns drafts into the events at sequences `first..`, stamped with the append's time,
-    /// session and native session id (the one way both stores make events).
-    pub(crate) fn stamp_all(
+    /// session and native session id: the one way events are made (by every store, and by
+    /// `codebuffd convert`).
+    pub fn stamp_all(
         drafts: &mut Vec<EventDraft>,
         first: u64,
         time: &Arc<str>,

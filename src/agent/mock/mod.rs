@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::cli::AgentCommandArgs;
+use crate::agent::AgentCommandArgs;
 use output::{error_event, finish_event, EmitError, Emitter, Output};
 use scenario::{Outcome, Scenario, Turn};
 use state::Session;

@@ -4,60 +4,21 @@
 //! group and recording the ending), close the streams, exit 0.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
 
-use crate::agent::Launcher;
 use crate::config::DaemonConfig;
+use crate::engine::Engine;
 use crate::http::{router, HttpOptions};
-use crate::session::{Limits, SessionContext, SessionManager};
-use crate::store::{open_store_with, redact_spec, StoreOptions};
-
-/// How long shutdown waits for sessions to end their turns.
-const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
 /// How long open connections get to finish after the sessions have stopped.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// Runs the daemon until a shutdown signal.
 pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
-    let agent_state_dir = config.data_dir.join("agent-state");
-    std::fs::create_dir_all(&agent_state_dir).with_context(|| {
-        format!(
-            "cannot create the data directory {}",
-            config.data_dir.display()
-        )
-    })?;
-    // Before the store: a daemon must know which of the stored sessions are its own.
-    let instance_id = crate::instance::load_or_create(&config.data_dir)?;
-    // Readers see an event only once it is committed: what a client saw survives a crash, so
-    // `Last-Event-ID` resumes exactly after a restart.
-    let options = StoreOptions {
-        visible_after_commit: true,
-        ..StoreOptions::default()
-    };
-    let store = open_store_with(&config.store, &config.data_dir, options).with_context(|| {
-        format!(
-            "cannot open the event store `{}`",
-            redact_spec(&config.store)
-        )
-    })?;
-    let launcher = Arc::new(Launcher::new(config.agent_command.clone(), None));
-    let limits = Limits {
-        turn_timeout: config.turn_timeout,
-        inactivity_timeout: config.inactivity_timeout,
-        max_line_bytes: config.max_line_bytes,
-        ..Limits::default()
-    };
-    tracing::info!(instance = %instance_id, "instance id");
-    let ctx = SessionContext::from_env(store, launcher, limits, agent_state_dir, instance_id);
-    let manager = Arc::new(SessionManager::new(ctx));
-    let restored = manager.restore()?;
-    if restored > 0 {
-        tracing::info!(sessions = restored, "restored stored sessions");
-    }
+    let engine = Engine::start(&config.engine())?;
+    let manager = engine.manager.clone();
     let app = router(
         manager.clone(),
         &HttpOptions {
@@ -95,10 +56,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         () = shutdown_signal() => {}
     }
     tracing::info!("shutting down: ending running turns");
-    manager.shutdown(SHUTDOWN_LIMIT).await;
-    if let Err(error) = manager.store().flush() {
-        tracing::error!(%error, "the event store could not be flushed");
-    }
+    engine.shutdown().await;
     let _ = stop_tx.send(true);
     // Live SSE streams never end by themselves: give connections a moment, then stop.
     let _ = tokio::time::timeout(DRAIN_LIMIT, server).await;

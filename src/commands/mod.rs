@@ -1,0 +1,4 @@
+//! The commands of the `codebuffd` binary, one file each; `main.rs` dispatches to them.
+
+pub mod convert;
+pub mod server;

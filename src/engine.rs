@@ -1,0 +1,85 @@
+//! The engine every front door runs on: the data directory, this daemon's instance id, the
+//! event store, the agents and the session manager, started (and stored sessions restored) in
+//! one place. `codebuffd server` wraps it in HTTP; the other doors wrap the same engine.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::agent::Launcher;
+use crate::session::{Limits, SessionContext, SessionManager};
+use crate::store::{open_store_with, redact_spec, StoreOptions};
+
+/// How long shutdown waits for sessions to end their turns.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
+
+/// What the engine is started with.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub data_dir: PathBuf,
+    /// The store spec (`sqlite`, `sqlite://PATH`, `postgres://…`, `memory`).
+    pub store: String,
+    /// The codebuff agent command; `None` = the bundled adapter.
+    pub agent_command: Option<PathBuf>,
+    pub limits: Limits,
+}
+
+/// A running engine.
+pub struct Engine {
+    pub manager: Arc<SessionManager>,
+}
+
+impl Engine {
+    /// Opens the store, restores this daemon's sessions and returns the running engine.
+    /// Must be called within a tokio runtime (restored sessions start their actors).
+    pub fn start(config: &EngineConfig) -> anyhow::Result<Engine> {
+        let agent_state_dir = config.data_dir.join("agent-state");
+        std::fs::create_dir_all(&agent_state_dir).with_context(|| {
+            format!(
+                "cannot create the data directory {}",
+                config.data_dir.display()
+            )
+        })?;
+        // Before the store: a daemon must know which of the stored sessions are its own.
+        let instance_id = crate::instance::load_or_create(&config.data_dir)?;
+        // Readers see an event only once it is committed: what a client saw survives a crash,
+        // so `Last-Event-ID` resumes exactly after a restart.
+        let options = StoreOptions {
+            visible_after_commit: true,
+            ..StoreOptions::default()
+        };
+        let store =
+            open_store_with(&config.store, &config.data_dir, options).with_context(|| {
+                format!(
+                    "cannot open the event store `{}`",
+                    redact_spec(&config.store)
+                )
+            })?;
+        let launcher = Arc::new(Launcher::new(config.agent_command.clone(), None));
+        tracing::info!(instance = %instance_id, "instance id");
+        let ctx = SessionContext::from_env(
+            store,
+            launcher,
+            config.limits.clone(),
+            agent_state_dir,
+            instance_id,
+        );
+        let manager = Arc::new(SessionManager::new(ctx));
+        let restored = manager.restore()?;
+        if restored > 0 {
+            tracing::info!(sessions = restored, "restored stored sessions");
+        }
+        Ok(Engine { manager })
+    }
+
+    /// Ends every running turn (recording its ending, killing its agent) and makes the store
+    /// durable.
+    pub async fn shutdown(&self) {
+        self.manager.shutdown(SHUTDOWN_LIMIT).await;
+        if let Err(error) = self.manager.store().flush() {
+            tracing::error!(%error, "the event store could not be flushed");
+        }
+    }
+}

@@ -1,0 +1,503 @@
+//! One turn: from the user's message to its `turn.ended`.
+//!
+//! The pure part is the one path from an agent's output to event drafts, shared by the daemon
+//! and `codebuffd convert`: [`TurnDriver`] feeds each [`ProcessEvent`] to the converter (stdout
+//! lines, stderr lines, oversized lines) and, once the output is over, [`decide_outcome`] says
+//! how the turn ended from why the daemon stopped it, how the agent exited and what the agent
+//! itself reported. The I/O part is the actor's turn loop ([`Actor::run_turn`]): start the
+//! agent, read it to its exit while serving commands and watching the turn's clocks, record
+//! the ending.
+
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use nix::sys::signal::Signal;
+use tokio::time::{sleep_until, Instant};
+
+use super::actor::{Actor, Queued};
+use super::info::SessionStatus;
+use crate::agent::{procfs, AgentProcess, ExitInfo, OutputStream, ProcessEvent, TurnLaunch};
+use crate::codebuff::{CodebuffConverter, Stream, TurnOutcome};
+use crate::store::RunningProcess;
+use crate::universal::{EventDraft, StderrCollector, TurnStatus};
+
+/// Output events handled before the log is appended to (batching bounds append cost).
+const BATCH: usize = 512;
+/// How long after its own `--timeout` the daemon lets a turn run before stopping it.
+const TIMEOUT_BACKSTOP: Duration = Duration::from_secs(5);
+
+/// Why the daemon stopped a running turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopReason {
+    /// `cancel`: the turn ends, the session goes on.
+    Cancelled,
+    /// `terminate`: the turn ends, then the session.
+    Terminated,
+    /// The daemon is shutting down.
+    Shutdown,
+    /// A clock ran out (the turn's timeout, or the agent's silence); the message says which.
+    TimedOut(String),
+    /// The event log could not take the turn's events; the message says why.
+    StoreFailed(String),
+}
+
+/// How the agent's output ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Ending {
+    /// The agent process exited.
+    Exited(ExitInfo),
+    /// The output ended without a process to report an exit (`codebuffd convert`).
+    OutputEnded,
+}
+
+/// How a turn ended when the agent did not say (no `finish`): the status and its reason.
+///
+/// A stop by the daemon decides; otherwise the exit: 0 completed, a signal failed, another
+/// code whatever the agent's own last error suggests (`failure_status`: timed out, cancelled,
+/// else failed).
+pub fn decide_outcome(
+    stop: Option<&StopReason>,
+    ending: Ending,
+    failure_status: TurnStatus,
+) -> (TurnStatus, String) {
+    match stop {
+        Some(StopReason::Cancelled) => (TurnStatus::Cancelled, "cancelled".to_owned()),
+        Some(StopReason::Terminated) => (
+            TurnStatus::Cancelled,
+            "the session was terminated".to_owned(),
+        ),
+        Some(StopReason::Shutdown) => (
+            TurnStatus::Interrupted,
+            "the daemon shut down during the turn".to_owned(),
+        ),
+        Some(StopReason::TimedOut(m)) => (TurnStatus::TimedOut, m.clone()),
+        Some(StopReason::StoreFailed(m)) => (TurnStatus::Failed, m.clone()),
+        None => match ending {
+            Ending::OutputEnded => (
+                failure_status,
+                "the agent's output ended without a `finish` event".to_owned(),
+            ),
+            Ending::Exited(ExitInfo { code: Some(0), .. }) => {
+                (TurnStatus::Completed, "the agent exited".to_owned())
+            }
+            Ending::Exited(ExitInfo {
+                signal: Some(sig), ..
+            }) => (
+                TurnStatus::Failed,
+                format!("the agent was killed by signal {sig}"),
+            ),
+            Ending::Exited(ExitInfo {
+                code: Some(code), ..
+            }) => (
+                failure_status,
+                format!("the agent exited with status {code}"),
+            ),
+            Ending::Exited(ExitInfo {
+                code: None,
+                signal: None,
+            }) => (TurnStatus::Failed, "the agent vanished".to_owned()),
+        },
+    }
+}
+
+/// Feeds one turn's agent output to the session's converter.
+#[derive(Debug)]
+pub struct TurnDriver {
+    stderr: StderrCollector,
+    max_line_bytes: usize,
+}
+
+impl TurnDriver {
+    /// A driver for agent output read with lines of at most `max_line_bytes`.
+    pub fn new(max_line_bytes: usize) -> Self {
+        TurnDriver {
+            stderr: StderrCollector::default(),
+            max_line_bytes,
+        }
+    }
+
+    /// Converts one output event into `out`; returns the exit when the event is the exit.
+    pub fn take(
+        &mut self,
+        converter: &mut CodebuffConverter,
+        event: ProcessEvent,
+        out: &mut Vec<EventDraft>,
+    ) -> Option<ExitInfo> {
+        match event {
+            ProcessEvent::Line {
+                stream: OutputStream::Stdout,
+                line,
+            } => converter.convert_stdout_line(&line, out),
+            ProcessEvent::Line {
+                stream: OutputStream::Stderr,
+                line,
+            } => {
+                if !converter.convert_stderr_line(&line, out) {
+                    self.stderr
+                        .push(String::from_utf8_lossy(&line).trim_end_matches('\r'));
+                }
+            }
+            ProcessEvent::Oversized {
+                stream,
+                length,
+                prefix,
+            } => {
+                let stream = match stream {
+                    OutputStream::Stdout => Stream::Stdout,
+                    OutputStream::Stderr => Stream::Stderr,
+                };
+                out.push(converter.oversized_line(stream, length, self.max_line_bytes, &prefix));
+            }
+            ProcessEvent::Exited(info) => return Some(info),
+        }
+        None
+    }
+
+    /// The turn's outcome once its output is over (used when the agent did not end it).
+    pub fn outcome(
+        &self,
+        converter: &CodebuffConverter,
+        stop: Option<&StopReason>,
+        ending: Ending,
+    ) -> TurnOutcome {
+        let (status, message) = decide_outcome(stop, ending, converter.failure_status());
+        let (exit_code, signal) = match ending {
+            Ending::Exited(info) => (info.code, info.signal),
+            Ending::OutputEnded => (None, None),
+        };
+        TurnOutcome {
+            status,
+            exit_code,
+            signal,
+            message: Some(message),
+            stderr: self.stderr.output(),
+        }
+    }
+}
+
+impl Actor {
+    /// Runs one turn: the user item, one agent process to its exit, the turn's ending.
+    pub(super) async fn run_turn(&mut self, queued: Queued) {
+        {
+            let mut live = self.shared.lock();
+            live.status = SessionStatus::Running;
+            live.turns += 1;
+        }
+        self.reject_stale_questions();
+        self.flush();
+        // The last appended event, which a store may not show readers yet (it shows events
+        // once committed): the turn's stream starts right after it either way.
+        let first = self.shared.lock().event_count + 1;
+        self.converter
+            .begin_turn(Some(&queued.prompt), &mut self.drafts);
+        self.flush();
+        if let Some(tx) = queued.started {
+            let _ = tx.send(Ok(first));
+        }
+
+        let mut driver = TurnDriver::new(self.ctx.agents.max_line_bytes);
+        let (outcome, stop) = match self.start_agent(&queued.prompt) {
+            Ok(process) => {
+                let pid = process.pid();
+                self.persist(Some(RunningProcess {
+                    pid,
+                    pgid: pid,
+                    start_ticks: procfs::start_ticks(pid).unwrap_or(0),
+                }));
+                // The agent's pid must be on disk before a crash could orphan it.
+                if let Err(error) = self.ctx.store.flush() {
+                    tracing::error!(session = %self.id, %error, "saving the running agent failed");
+                }
+                let (stop, exit) = self.supervise(process, &mut driver).await;
+                let outcome = driver.outcome(&self.converter, stop.as_ref(), Ending::Exited(exit));
+                (outcome, stop)
+            }
+            Err(error) => {
+                let message = error.to_string();
+                self.converter
+                    .fail_to_start(error.code(), &message, &mut self.drafts);
+                let outcome = TurnOutcome {
+                    status: TurnStatus::Failed,
+                    exit_code: None,
+                    signal: None,
+                    message: Some(message),
+                    stderr: None,
+                };
+                (outcome, None)
+            }
+        };
+        // A fatal failure (credentials, credits) ends the session with the turn.
+        let fatal = self.converter.fatal_error().map(|(_, m)| m.to_owned());
+        if fatal.is_some() {
+            self.reject_stale_questions();
+        }
+        let session_ended = self.converter.end_turn(outcome, &mut self.drafts);
+        self.flush();
+        if session_ended {
+            self.end_session_error(fatal.unwrap_or_else(|| "the agent failed fatally".to_owned()));
+        }
+        match stop {
+            Some(StopReason::Terminated) => self.end_session_terminated(),
+            Some(StopReason::Shutdown) => self.exit = true,
+            _ => {}
+        }
+        self.set_status(SessionStatus::Idle);
+        self.persist(None);
+        for w in self.waiting.drain(..) {
+            let _ = w.send(());
+        }
+    }
+
+    /// Starts the agent process of a turn.
+    fn start_agent(&self, prompt: &str) -> Result<AgentProcess, crate::agent::LaunchError> {
+        let s = &self.settings;
+        tracing::info!(session = %self.id, agent = s.agent.id(), "starting a turn");
+        self.ctx.agents.start(&TurnLaunch {
+            kind: s.agent,
+            agent_mode: &s.agent_mode,
+            model: s.model.as_deref(),
+            continue_session: self.converter.native_session_id(),
+            timeout: s.turn_timeout.or(self.ctx.limits.turn_timeout),
+            cwd: &s.directory,
+            prompt,
+            env: &s.env,
+            api_key: s.api_key.as_deref(),
+        })
+    }
+
+    /// Reads the process to its exit while serving commands and watching the clocks; returns
+    /// why the daemon stopped it (if it did) and how it exited.
+    async fn supervise(
+        &mut self,
+        mut process: AgentProcess,
+        driver: &mut TurnDriver,
+    ) -> (Option<StopReason>, ExitInfo) {
+        let limits = self.ctx.limits.clone();
+        let timeout = self.settings.turn_timeout.or(limits.turn_timeout);
+        // The agent enforces `--timeout` itself; the daemon's deadline is a backstop after it.
+        let deadline = timeout.map(|t| Instant::now() + t + TIMEOUT_BACKSTOP);
+        let far = Instant::now() + Duration::from_secs(86400 * 365);
+        // Both clocks are armed once: output moves `last_output` on, and the idle timer,
+        // when it fires early, re-arms itself for the real deadline (no timer is registered
+        // per line, which a steady trickle of output would pay for every line).
+        let mut last_output = Instant::now();
+        let turn_timer = sleep_until(deadline.unwrap_or(far));
+        let idle_timer = sleep_until(limits.inactivity_timeout.map_or(far, |t| last_output + t));
+        tokio::pin!(turn_timer, idle_timer);
+        let mut stop: Option<StopReason> = None;
+        let mut exit: Option<ExitInfo> = None;
+
+        while exit.is_none() {
+            tokio::select! {
+                event = process.next_event() => {
+                    let mut event = event;
+                    let mut handled = 0;
+                    while let Some(ev) = event.take() {
+                        if let Some(info) = driver.take(&mut self.converter, ev, &mut self.drafts) {
+                            exit = Some(info);
+                            break;
+                        }
+                        handled += 1;
+                        if handled >= BATCH {
+                            break;
+                        }
+                        event = process.next_event().now_or_never().flatten();
+                    }
+                    self.wait_for_room().await;
+                    self.flush();
+                    last_output = Instant::now();
+                    // After the run's `finish` (its `turn.ended`) the process only winds down:
+                    // the session is idle for whoever saw that event.
+                    let status = if self.converter.turn_ended() {
+                        SessionStatus::Idle
+                    } else if self.converter.has_pending_questions() {
+                        SessionStatus::AwaitingInput
+                    } else {
+                        SessionStatus::Running
+                    };
+                    self.set_status(status);
+                }
+                cmd = self.rx.recv() => {
+                    match cmd {
+                        Some(cmd) => self.handle_running(cmd, &mut process, &mut stop).await,
+                        None => {
+                            stop = Some(StopReason::Shutdown);
+                            process.stop(Signal::SIGTERM, limits.stop_grace);
+                        }
+                    }
+                }
+                _ = &mut turn_timer, if deadline.is_some() && stop.is_none() => {
+                    let secs = timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
+                    stop = Some(StopReason::TimedOut(format!("the turn exceeded its timeout of {secs} s")));
+                    process.stop(Signal::SIGTERM, limits.stop_grace);
+                }
+                _ = &mut idle_timer, if limits.inactivity_timeout.is_some() && stop.is_none() => {
+                    let idle = limits.inactivity_timeout.unwrap_or_default();
+                    let due = last_output + idle;
+                    if due > Instant::now() {
+                        idle_timer.as_mut().reset(due);
+                        continue;
+                    }
+                    let secs = idle.as_secs_f64();
+                    stop = Some(StopReason::TimedOut(format!("the agent printed nothing for {secs} s")));
+                    process.stop(Signal::SIGTERM, limits.stop_grace);
+                }
+            }
+        }
+        let exit = exit.unwrap_or(ExitInfo {
+            code: None,
+            signal: None,
+        });
+        (stop, exit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(code: Option<i32>, signal: Option<i32>) -> Ending {
+        Ending::Exited(ExitInfo { code, signal })
+    }
+
+    fn status(stop: Option<StopReason>, ending: Ending) -> TurnStatus {
+        decide_outcome(stop.as_ref(), ending, TurnStatus::Failed).0
+    }
+
+    #[test]
+    fn a_clean_exit_completes_the_turn() {
+        assert_eq!(
+            decide_outcome(None, exited(Some(0), None), TurnStatus::Failed),
+            (TurnStatus::Completed, "the agent exited".into())
+        );
+    }
+
+    #[test]
+    fn a_signal_fails_the_turn_and_says_which() {
+        let (status, message) = decide_outcome(None, exited(None, Some(9)), TurnStatus::TimedOut);
+        assert_eq!(status, TurnStatus::Failed);
+        assert_eq!(message, "the agent was killed by signal 9");
+    }
+
+    #[test]
+    fn a_non_zero_exit_takes_the_status_the_agents_own_errors_suggest() {
+        for suggested in [
+            TurnStatus::Failed,
+            TurnStatus::TimedOut,
+            TurnStatus::Cancelled,
+        ] {
+            let (status, message) = decide_outcome(None, exited(Some(3), None), suggested);
+            assert_eq!(status, suggested);
+            assert_eq!(message, "the agent exited with status 3");
+        }
+    }
+
+    #[test]
+    fn an_exit_nobody_could_read_fails_the_turn() {
+        assert_eq!(status(None, exited(None, None)), TurnStatus::Failed);
+    }
+
+    #[test]
+    fn output_that_just_ends_takes_the_suggested_status() {
+        let (status, message) = decide_outcome(None, Ending::OutputEnded, TurnStatus::TimedOut);
+        assert_eq!(status, TurnStatus::TimedOut);
+        assert!(message.contains("without a `finish`"), "{message}");
+    }
+
+    #[test]
+    fn a_stop_by_the_daemon_decides_whatever_the_exit() {
+        for ending in [
+            exited(Some(0), None),
+            exited(None, Some(15)),
+            Ending::OutputEnded,
+        ] {
+            assert_eq!(
+                status(Some(StopReason::Cancelled), ending),
+                TurnStatus::Cancelled
+            );
+            assert_eq!(
+                status(Some(StopReason::Terminated), ending),
+                TurnStatus::Cancelled
+            );
+            assert_eq!(
+                status(Some(StopReason::Shutdown), ending),
+                TurnStatus::Interrupted
+            );
+            assert_eq!(
+                status(Some(StopReason::TimedOut("t".into())), ending),
+                TurnStatus::TimedOut
+            );
+            assert_eq!(
+                status(Some(StopReason::StoreFailed("disk full".into())), ending),
+                TurnStatus::Failed
+            );
+        }
+        let (_, message) = decide_outcome(
+            Some(&StopReason::TimedOut(
+                "the turn exceeded its timeout of 2 s".into(),
+            )),
+            exited(None, Some(15)),
+            TurnStatus::Failed,
+        );
+        assert_eq!(message, "the turn exceeded its timeout of 2 s");
+    }
+
+    #[test]
+    fn the_driver_routes_each_stream_and_keeps_stderr_diagnostics() {
+        let mut converter = CodebuffConverter::new();
+        let mut driver = TurnDriver::new(1024);
+        let mut out = Vec::new();
+        converter.begin_turn(None, &mut out);
+        out.clear();
+        let line = |stream, text: &str| ProcessEvent::Line {
+            stream,
+            line: text.as_bytes().to_vec(),
+        };
+        assert_eq!(
+            driver.take(
+                &mut converter,
+                line(OutputStream::Stdout, r#"{"type":"text","text":"hi"}"#),
+                &mut out
+            ),
+            None
+        );
+        driver.take(&mut converter, line(OutputStream::Stdout, "   "), &mut out);
+        driver.take(
+            &mut converter,
+            line(OutputStream::Stderr, "a warning"),
+            &mut out,
+        );
+        driver.take(
+            &mut converter,
+            ProcessEvent::Oversized {
+                stream: OutputStream::Stdout,
+                length: 5000,
+                prefix: b"xx".to_vec(),
+            },
+            &mut out,
+        );
+        let types: Vec<&str> = out.iter().map(|d| d.data.event_type()).collect();
+        assert_eq!(
+            types,
+            [
+                "item.started",
+                "item.delta",
+                "item.completed",
+                "agent.unparsed"
+            ]
+        );
+        let exit = ExitInfo {
+            code: Some(2),
+            signal: None,
+        };
+        assert_eq!(
+            driver.take(&mut converter, ProcessEvent::Exited(exit), &mut out),
+            Some(exit)
+        );
+        let outcome = driver.outcome(&converter, None, Ending::Exited(exit));
+        assert_eq!(outcome.status, TurnStatus::Failed);
+        assert_eq!(outcome.exit_code, Some(2));
+        let stderr = outcome.stderr.expect("the diagnostic is kept");
+        assert_eq!(stderr.head.as_deref(), Some("a warning"));
+    }
+}
