@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// codebuff-agent: the stream-json agent command of codebuffd, built on @codebuff/sdk.
-// See ../README.md and the contract in the project's spec (codebuff-agent.md §1).
+// codebuff-agent: the agent command of codebuffd, built on @codebuff/sdk.
+// See ../README.md and the contract in docs/agent-command.md.
 // Order matters: output.mjs takes ownership of stdout and the polyfills are in place
 // before anything from the SDK runs.
 
@@ -10,7 +10,7 @@ import { main } from '../src/main.mjs'
 
 main().catch(async (error) => {
   process.stderr.write(`codebuff-agent: fatal: ${error?.stack ?? error}\n`)
-  emitLine({ type: 'error', message: String(error?.message ?? error), code: 'backend_error' })
+  emitLine({ type: 'error', message: String(error?.message ?? error), code: 'internal', fatal: true })
   await drainStdout()
   process.exit(1)
 })

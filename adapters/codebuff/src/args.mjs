@@ -1,8 +1,10 @@
-// Command-line parsing for the stream-json agent command contract (spec §1):
+// Command-line parsing for the agent command contract (docs/agent-command.md §1):
+//   codebuff-agent --stream-json --stdin-turn
 //   codebuff-agent --stream-json [--free|--lite|--max|--plan] [--continue SESSION_ID]
-//                  [--timeout SECONDS] [--cwd DIR] [--model MODEL] "PROMPT"
-// The prompt is always the last argv element, even if it starts with "-"; a "--" just before
-// it (which the daemon adds for prompts starting with "-") is accepted and skipped.
+//                  [--timeout SECONDS] [--cwd DIR] [--model MODEL] [--] "PROMPT"
+// In the argv form the prompt is always the last argv element, even if it starts with "-"; a "--"
+// just before it is accepted and skipped. `--stdin-turn` (the daemon's form) takes no other flag
+// but --stream-json: everything else is a field of the turn line (turn.mjs).
 
 export class UsageError extends Error {
   constructor(message) {
@@ -11,9 +13,11 @@ export class UsageError extends Error {
   }
 }
 
-export const USAGE = `usage: codebuff-agent --stream-json [--free|--lite|--max|--plan] [--continue SESSION_ID]
-                      [--timeout SECONDS] [--cwd DIRECTORY] [--model MODEL] "PROMPT"
-The prompt is the last argument. stdout carries one JSON event per line; logs go to stderr.`
+export const USAGE = `usage: codebuff-agent --stream-json --stdin-turn
+       codebuff-agent --stream-json [--free|--lite|--max|--plan] [--continue SESSION_ID]
+                      [--timeout SECONDS] [--cwd DIRECTORY] [--model MODEL] [--] "PROMPT"
+With --stdin-turn the turn is the first stdin line ({"type":"turn",…}); otherwise the prompt is the
+last argument. stdout carries one JSON event per line; logs go to stderr.`
 
 const MODE_FLAGS = {
   '--free': 'lite',
@@ -25,13 +29,21 @@ const MODE_FLAGS = {
 const VALUE_FLAGS = new Set(['--continue', '--timeout', '--cwd', '--model'])
 
 /**
- * Parses argv (without node and script). Returns
- * {help} or {prompt, mode, continueId, timeoutSeconds, cwd, model, streamJson}.
+ * Parses argv (without node and script). Returns {help}, {stdinTurn: true, streamJson}, or
+ * {prompt, mode, continueId, timeoutSeconds, cwd, model, streamJson}.
  * Throws UsageError on bad input.
  */
 export function parseArgs(argv) {
   if (argv.length === 1 && (argv[0] === '--help' || argv[0] === '-h')) return { help: true }
   if (argv.length === 0) throw new UsageError('missing PROMPT (the last argument)')
+  // The stdin form: --stdin-turn anywhere, no "--" (after which it would be a prompt).
+  if (argv.includes('--stdin-turn') && !argv.includes('--')) {
+    const others = argv.filter((a) => a !== '--stdin-turn' && a !== '--stream-json')
+    if (others.length > 0) {
+      throw new UsageError(`--stdin-turn takes no other arguments (the turn line carries them), got ${JSON.stringify(others[0])}`)
+    }
+    return { stdinTurn: true, streamJson: argv.includes('--stream-json') }
+  }
 
   const prompt = argv[argv.length - 1]
   const flags = argv.slice(0, -1)

@@ -9,63 +9,7 @@
 // Lines for other toolCallIds are kept for later calls. No line within the question timeout,
 // stdin EOF, or the run being aborted → {skipped:true}.
 
-const MAX_LINE_BYTES = 1024 * 1024
 const MAX_BUFFERED_ANSWERS = 64
-
-/** Splits a readable stream into lines (bounded length) and reports EOF. */
-export class LineReader {
-  constructor(stream, { onLine, onEnd, log = () => {} }) {
-    this.stream = stream
-    this.buffer = ''
-    this.discarding = false
-    this.ended = false
-    this.onData = (chunk) => this.#push(chunk)
-    this.onEndEvent = () => this.#end()
-    stream.setEncoding?.('utf8')
-    stream.on('data', this.onData)
-    stream.on('end', this.onEndEvent)
-    stream.on('error', this.onEndEvent)
-    stream.on('close', this.onEndEvent)
-    this.onLine = onLine
-    this.onEnd = onEnd
-    this.log = log
-  }
-
-  #push(chunk) {
-    this.buffer += chunk
-    let nl
-    while ((nl = this.buffer.indexOf('\n')) >= 0) {
-      const line = this.buffer.slice(0, nl).replace(/\r$/, '')
-      this.buffer = this.buffer.slice(nl + 1)
-      if (this.discarding) {
-        this.discarding = false
-        continue
-      }
-      if (line.trim() !== '') this.onLine(line)
-    }
-    if (this.buffer.length > MAX_LINE_BYTES) {
-      this.log(`stdin line longer than ${MAX_LINE_BYTES} bytes ignored`)
-      this.buffer = ''
-      this.discarding = true
-    }
-  }
-
-  #end() {
-    if (this.ended) return
-    this.ended = true
-    if (this.buffer.trim() !== '' && !this.discarding) this.onLine(this.buffer.replace(/\r$/, ''))
-    this.buffer = ''
-    this.onEnd()
-  }
-
-  /** Stops reading and releases stdin so it cannot keep the process alive. */
-  close() {
-    this.stream.off('data', this.onData)
-    this.stream.pause?.()
-    this.stream.unref?.()
-    this.stream.destroy?.()
-  }
-}
 
 /** Identifies a call by its question texts (the override sees the parsed input, not the raw one). */
 function questionsKey(input) {
@@ -102,7 +46,7 @@ export class AskUserRelay {
     this.announced.push({ toolCallId, key: questionsKey(input), claimed: false })
   }
 
-  /** Feeds one stdin line. */
+  /** Feeds one stdin line (a JSON object). */
   acceptLine(line) {
     let msg
     try {
@@ -111,6 +55,11 @@ export class AskUserRelay {
       this.log(`ignored stdin line that is not JSON: ${line.slice(0, 200)}`)
       return
     }
+    this.acceptMessage(msg)
+  }
+
+  /** Feeds one parsed stdin message of type ask_user_answer / ask_user_skip. */
+  acceptMessage(msg) {
     if (!msg || typeof msg !== 'object' || typeof msg.toolCallId !== 'string') {
       this.log('ignored stdin line without a toolCallId')
       return

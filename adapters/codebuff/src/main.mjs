@@ -1,36 +1,51 @@
-// One invocation of the agent command: parse flags, run one Codebuff turn through the SDK,
-// stream its events, persist its run state, and exit with the contract's status.
+// One invocation of the agent command (docs/agent-command.md): get the turn (from argv, or from
+// the first stdin line with --stdin-turn), run it through the SDK, stream its events, persist its
+// run state, and exit with the contract's status.
 //
-// Exit statuses: 0 normal finish; 1 failed run (auth_failed, out_of_credits, backend_error);
-// 2 bad invocation (invalid_arguments, invalid_session); 124 --timeout; 130 SIGINT; 143 SIGTERM.
-// A failing run prints an `error` event with a `code` first whenever it can.
+// Exit statuses: 0 success (last event `finish`); 1 failed run (auth_failed, out_of_credits,
+// account_suspended, rate_limited, backend_error, network_error, invalid_request, internal);
+// 2 bad invocation (invalid_arguments, invalid_session); 124 timeout; 130 SIGINT; 143 SIGTERM.
+// A failing run's last event is its one `error` with `fatal:true`; `finish` is printed only after
+// run() has succeeded (the SDK emits its `finish` before it fails on a backend error, so it is held
+// back until then).
 
 import fs from 'node:fs'
 import path from 'node:path'
 
 import { parseArgs, UsageError, USAGE } from './args.mjs'
+import { parseTurnLine } from './turn.mjs'
 import { emitLine, closeOutput, drainStdout } from './output.mjs'
 import { EventTranslator } from './events.mjs'
 import { StateStore, resolveStateDir, newSessionId, isValidSessionId } from './state.mjs'
-import { AskUserRelay, LineReader, questionTimeoutMs } from './ask-user.mjs'
-import { installOriginRedirect } from './origin-redirect.mjs'
+import { AskUserRelay, questionTimeoutMs } from './ask-user.mjs'
+import { StdinRouter } from './stdin.mjs'
+import { PermissionRelay } from './permissions.mjs'
+import { buildOverrideTools } from './tools.mjs'
+import { createFilteringSpawn } from './sensitive-files.mjs'
+import { loadImages, ImageError } from './images.mjs'
+import { installOriginRedirect, CODEBUFF_ORIGINS } from './origin-redirect.mjs'
 import { installAbortableFetch } from './abortable-fetch.mjs'
+import { HttpFailureRecorder } from './http-failures.mjs'
 import { resolveAgent } from './agents.mjs'
-import { EXIT, classifyFailure, statusCodeOf, cleanMessage } from './errors.mjs'
+import { EXIT, describeFailure, statusCodeOf, cleanMessage } from './errors.mjs'
 
 /** How long an aborted run may take to wind down before the process exits anyway. */
 const ABORT_GRACE_MS = 2000
+
+const API_KEY_ENV = 'CODEBUFF_API_KEY'
 
 function log(message) {
   process.stderr.write(`codebuff-agent: ${message}\n`)
 }
 
+/** The final `error` event (contract §2.1). */
 function errorEvent(message, code, statusCode) {
   return {
     type: 'error',
     message: cleanMessage(message),
     code,
     ...(statusCode !== undefined && { statusCode }),
+    fatal: true,
   }
 }
 
@@ -40,13 +55,29 @@ async function exitNow(code) {
   process.exit(code)
 }
 
-/** Prints one error event and exits (for failures before a run starts). */
+/** Prints the final error and exits (for failures before a run starts). */
 async function failEarly(message, code, exitStatus, statusCode) {
   emitLine(errorEvent(message, code, statusCode))
   await exitNow(exitStatus)
 }
 
-export async function main(argv = process.argv.slice(2), env = process.env) {
+const signalStatus = (signal) => (signal === 'SIGINT' ? EXIT.sigint : EXIT.sigterm)
+
+/**
+ * Installs the fetch wrappers (test redirect, failure recorder, abort) and imports the SDK.
+ * With --stdin-turn this happens before the turn line is read: the warm start.
+ */
+async function prepareSdk() {
+  installOriginRedirect(process.env, log)
+  const recorder = new HttpFailureRecorder({ origins: CODEBUFF_ORIGINS })
+  globalThis.fetch = recorder.wrap(globalThis.fetch)
+  const abortInflight = installAbortableFetch()
+  const sdk = await import('@codebuff/sdk')
+  return { sdk, recorder, abortInflight }
+}
+
+export async function main(argv = process.argv.slice(2)) {
+  const startedAt = Date.now()
   let args
   try {
     args = parseArgs(argv)
@@ -63,34 +94,115 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   }
   if (!args.streamJson) log('note: --stream-json not given; stream-json is the only output format')
 
-  // One permanent listener per signal, whose behaviour changes once the run is set up. (Removing
-  // the last listener stops Node's signal watcher, and a signal still queued — e.g. one that
-  // arrived while the SDK module was being evaluated — would be lost.) Until then, a signal ends
-  // the process at once.
-  const startedAt = Date.now()
-  let onSignal = (signal) => {
-    failEarly(`Run cancelled by ${signal}`, 'aborted', signal === 'SIGINT' ? EXIT.sigint : EXIT.sigterm)
-  }
+  // One permanent listener per signal, whose behaviour changes as the invocation proceeds.
+  // (Removing the last listener stops Node's signal watcher, and a signal still queued — e.g. one
+  // that arrived while the SDK module was being evaluated — would be lost.)
+  let onSignal = (signal) => failEarly(`Run cancelled by ${signal}`, 'aborted', signalStatus(signal))
   process.on('SIGINT', (signal) => onSignal(signal))
   process.on('SIGTERM', (signal) => onSignal(signal))
 
-  const apiKey = env.CODEBUFF_API_KEY
-  if (!apiKey || apiKey.trim() === '') {
-    return failEarly('CODEBUFF_API_KEY is not set', 'auth_failed', EXIT.failed)
+  if (!args.stdinTurn) {
+    // The argv form: the credential comes from the environment and leaves it before anything
+    // runs (the SDK is not even loaded yet), so no command the agent runs can inherit it.
+    const apiKey = process.env[API_KEY_ENV]
+    delete process.env[API_KEY_ENV]
+    const router = new StdinRouter({ log })
+    const prepared = await prepareSdk()
+    return runTurn({
+      turn: { ...args, env: {}, permissionMode: 'bypass', images: [] },
+      apiKey,
+      router,
+      prepared,
+      timeoutFrom: startedAt,
+      setSignalHandler: (handler) => (onSignal = handler),
+    })
   }
 
-  const cwd = path.resolve(args.cwd ?? process.cwd())
+  // --stdin-turn: a spare that may wait a long time. A key in the environment is never used.
+  delete process.env[API_KEY_ENV]
+  onSignal = (signal) => {
+    log(`${signal} before a turn arrived; exiting`)
+    exitNow(signalStatus(signal))
+  }
+  let resolveLine
+  const turnLine = new Promise((resolve) => (resolveLine = resolve))
+  const router = new StdinRouter({
+    expectTurn: true,
+    onTurn: (line) => resolveLine(line),
+    onEndBeforeTurn: () => resolveLine(null),
+    log,
+  })
+  const prepared = await prepareSdk()
+  log(`ready for a turn (${Date.now() - startedAt} ms after start)`)
+  const line = await turnLine
+  if (line === null) {
+    // stdin closed before a turn: a spare that was not needed.
+    router.close()
+    return exitNow(EXIT.ok)
+  }
+  const timeoutFrom = Date.now()
+  onSignal = (signal) => failEarly(`Run cancelled by ${signal}`, 'aborted', signalStatus(signal))
+  let turn
+  try {
+    turn = parseTurnLine(line)
+  } catch (error) {
+    if (error instanceof UsageError) {
+      log(error.message)
+      return failEarly(error.message, 'invalid_arguments', EXIT.usage)
+    }
+    throw error
+  }
+  return runTurn({
+    turn,
+    apiKey: turn.apiKey,
+    router,
+    prepared,
+    timeoutFrom,
+    setSignalHandler: (handler) => (onSignal = handler),
+  })
+}
+
+/**
+ * Runs one turn. `turn` has the fields of the turn line in parseArgs() shape:
+ * {prompt, mode, model, continueId, timeoutSeconds, cwd, env, permissionMode, images}.
+ */
+async function runTurn({ turn, apiKey, router, prepared, timeoutFrom, setSignalHandler }) {
+  const { sdk, recorder, abortInflight } = prepared
+
+  if (typeof apiKey !== 'string' || apiKey.trim() === '') {
+    return failEarly('No Codebuff API key was given', 'auth_failed', EXIT.failed)
+  }
+
+  const cwd = path.resolve(turn.cwd ?? process.cwd())
   try {
     if (!fs.statSync(cwd).isDirectory()) throw new Error('not a directory')
   } catch (error) {
-    return failEarly(`--cwd ${cwd}: ${error.code ?? error.message}`, 'invalid_arguments', EXIT.usage)
+    return failEarly(`cwd ${cwd}: ${error.code ?? error.message}`, 'invalid_arguments', EXIT.usage)
   }
 
-  const store = new StateStore(resolveStateDir(env))
+  // The turn's environment, for the agent and every command it runs. Never the credential.
+  for (const [name, value] of Object.entries(turn.env ?? {})) {
+    if (name === API_KEY_ENV) {
+      log(`turn.env.${API_KEY_ENV} ignored: the credential never enters the environment`)
+      continue
+    }
+    process.env[name] = value
+  }
+
+  let content
+  try {
+    content = loadImages(turn.images, cwd)
+  } catch (error) {
+    if (error instanceof ImageError) return failEarly(error.message, 'invalid_arguments', EXIT.usage)
+    throw error
+  }
+
+  const stateDir = resolveStateDir(process.env)
+  const store = new StateStore(stateDir)
   let sessionId
   let previousRun
-  if (args.continueId !== undefined) {
-    sessionId = args.continueId
+  if (turn.continueId !== undefined) {
+    sessionId = turn.continueId
     if (!isValidSessionId(sessionId)) {
       return failEarly(`Invalid session id ${JSON.stringify(sessionId)}`, 'invalid_session', EXIT.usage)
     }
@@ -107,31 +219,37 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   }
 
   // The SDK loads local agents (.agents) and skills relative to the process cwd, like the CLI
-  // run inside the project; the state directory was resolved above, before this.
+  // run inside the project.
   process.chdir(cwd)
-  installOriginRedirect(env, log)
-  const abortInflight = installAbortableFetch()
-  const { CodebuffClient, loadLocalAgents } = await import('@codebuff/sdk')
 
   const controller = new AbortController()
   let abortReason = null // 'timeout' | 'SIGINT' | 'SIGTERM'
   let finished = false
   let injectedAgentId
+  let heldFinish = null
 
-  const relay = new AskUserRelay({ timeoutMs: questionTimeoutMs(env), signal: controller.signal, log })
-  const stdinReader = new LineReader(process.stdin, {
-    onLine: (line) => relay.acceptLine(line),
-    onEnd: () => relay.endOfInput(),
-    log,
-  })
+  const emit = (event) => {
+    if (!finished) emitLine(event)
+  }
+  const askRelay = new AskUserRelay({ timeoutMs: questionTimeoutMs(process.env), signal: controller.signal, log })
+  const permissions =
+    turn.permissionMode === 'ask' ? new PermissionRelay({ emit, signal: controller.signal, log }) : null
+  router.attach({ askUser: askRelay, permissions })
+
   const translator = new EventTranslator({
     emit: (event) => {
-      if (!finished) emitLine(event)
+      if (event.type === 'finish') {
+        // Held back until run() has returned successfully (contract §2.1).
+        heldFinish = event
+        return
+      }
+      emit(event)
     },
     sessionId,
     log,
     onToolCall: (event) => {
-      if (event.toolName === 'ask_user') relay.announce(event.toolCallId, event.input)
+      if (event.toolName === 'ask_user') askRelay.announce(event.toolCallId, event.input)
+      permissions?.announce(event)
     },
   })
 
@@ -141,11 +259,10 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   function saveState(runState) {
     try {
       if (runState && runState.sessionState) {
-        const toSave = stripInjectedAgent(runState, injectedAgentId)
-        store.save(sessionId, toSave)
+        store.save(sessionId, stripInjectedAgent(runState, injectedAgentId))
       } else if (!store.exists(sessionId)) {
         // No state from the SDK for a brand-new session (e.g. aborted before it returned):
-        // keep a stateless record so `--continue` still accepts the announced id.
+        // keep a stateless record so `continue` still accepts the announced id.
         store.save(sessionId, {
           output: runState?.output ?? { type: 'error', message: 'Run ended before the SDK returned its state' },
         })
@@ -156,16 +273,25 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   }
 
   /** The single way out once the run has started. */
-  async function finish({ exitStatus, error, runState, save = true }) {
+  async function finish({ exitStatus, error, last, runState, save = true }) {
     if (finished) return
+    if (last) emit(last)
+    if (error) emit(error)
     finished = true
     for (const t of timers) clearTimeout(t)
-    if (error) emitLine(error)
     closeOutput()
     if (save) saveState(runState)
-    stdinReader.close()
+    router.close()
     await drainStdout()
     process.exit(exitStatus)
+  }
+
+  /** The final error of a failed run, worded by the backend where it said something. */
+  async function failure(statusCode, message) {
+    await recorder.settle()
+    const recorded = recorder.failureFor(statusCode, message)
+    const described = describeFailure({ statusCode, message, recorded })
+    return errorEvent(described.message, described.code, described.statusCode)
   }
 
   function abortRun(reason) {
@@ -178,31 +304,33 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
     log(`aborting run (${reason})`)
     controller.abort(new Error(reason === 'timeout' ? 'Run timed out' : `Run cancelled (${reason})`))
     abortInflight()
-    timers.push(setTimeout(() => {
-      log(`the SDK did not stop within ${ABORT_GRACE_MS} ms; exiting`)
-      finishAborted(null)
-    }, ABORT_GRACE_MS))
+    timers.push(
+      setTimeout(() => {
+        log(`the SDK did not stop within ${ABORT_GRACE_MS} ms; exiting`)
+        finishAborted(null)
+      }, ABORT_GRACE_MS),
+    )
   }
 
   function finishAborted(runState) {
     if (abortReason === 'timeout') {
       return finish({
         exitStatus: EXIT.timeout,
-        error: errorEvent(`Run timed out after ${args.timeoutSeconds} s`, 'timeout'),
+        error: errorEvent(`Run timed out after ${turn.timeoutSeconds} s`, 'timeout'),
         runState,
       })
     }
     return finish({
-      exitStatus: abortReason === 'SIGINT' ? EXIT.sigint : EXIT.sigterm,
+      exitStatus: signalStatus(abortReason),
       error: errorEvent(`Run cancelled by ${abortReason}`, 'aborted'),
       runState,
     })
   }
 
-  onSignal = abortRun
-  if (args.timeoutSeconds !== undefined) {
-    // Counted from the start of the process, not from the end of the SDK's import.
-    const remaining = Math.max(0, args.timeoutSeconds * 1000 - (Date.now() - startedAt))
+  setSignalHandler(abortRun)
+  if (turn.timeoutSeconds !== undefined) {
+    // Counted from the turn line (--stdin-turn) or the start of the process (argv form).
+    const remaining = Math.max(0, turn.timeoutSeconds * 1000 - (Date.now() - timeoutFrom))
     timers.push(setTimeout(() => abortRun('timeout'), remaining))
   }
   process.on('unhandledRejection', (reason) => {
@@ -212,7 +340,7 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
     log(`uncaught exception: ${error?.stack ?? error}`)
     finish({
       exitStatus: EXIT.failed,
-      error: errorEvent(error?.message ?? String(error), 'backend_error'),
+      error: errorEvent(error?.message ?? String(error), 'internal'),
       save: false,
     })
   })
@@ -220,32 +348,37 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   let resolved
   try {
     resolved = await resolveAgent({
-      mode: args.mode,
-      model: args.model,
+      mode: turn.mode,
+      model: turn.model,
       apiKey,
-      loadLocalAgents,
+      loadLocalAgents: sdk.loadLocalAgents,
       fresh: !previousRun?.sessionState,
     })
   } catch (error) {
     if (abortReason) return finishAborted(null)
-    const statusCode = statusCodeOf(error)
-    return finish({
-      exitStatus: EXIT.failed,
-      error: errorEvent(error.message, classifyFailure({ statusCode, message: error.message }), statusCode),
-      save: false,
-    })
+    return finish({ exitStatus: EXIT.failed, error: await failure(statusCodeOf(error), error.message), save: false })
   }
   injectedAgentId = resolved.injectedAgentId
 
-  const client = new CodebuffClient({
+  // Terminal commands the agent runs inherit process.env (plus this `env`): the credential is not
+  // in process.env (see main), and is blanked here too for good measure.
+  const clientEnv = { [API_KEY_ENV]: '' }
+  const client = new sdk.CodebuffClient({
     apiKey,
     cwd,
-    // Terminal commands the agent runs inherit process.env; keep the credential out of them (and
-    // so out of tool results and the daemon's logs). The SDK itself still reads it from the env.
-    env: { CODEBUFF_API_KEY: '' },
+    env: clientEnv,
     handleEvent: translator.handleEvent,
     handleStreamChunk: translator.handleStreamChunk,
-    overrideTools: { ask_user: relay.handler },
+    overrideTools: buildOverrideTools({
+      sdk,
+      cwd,
+      env: clientEnv,
+      permissionMode: turn.permissionMode,
+      permissions,
+      askUser: askRelay.handler,
+      backgroundLogDir: () => path.join(stateDir, 'background'),
+      log,
+    }),
     ...(resolved.agentDefinitions && { agentDefinitions: resolved.agentDefinitions }),
   })
 
@@ -253,21 +386,18 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   try {
     runState = await client.run({
       agent: resolved.agent,
-      prompt: args.prompt,
+      prompt: turn.prompt,
+      ...(content.length > 0 && { content }),
       previousRun,
       signal: controller.signal,
       costMode: resolved.costMode,
+      spawnSource: createFilteringSpawn(),
     })
   } catch (error) {
     // e.g. 401 on /api/v1/me: "Authentication failed" before any event.
     if (abortReason) return finishAborted(null)
-    const statusCode = statusCodeOf(error)
     const message = error?.message ?? String(error)
-    return finish({
-      exitStatus: EXIT.failed,
-      error: errorEvent(message, classifyFailure({ statusCode, message }), statusCode),
-      save: false,
-    })
+    return finish({ exitStatus: EXIT.failed, error: await failure(statusCodeOf(error), message), save: false })
   }
 
   if (abortReason) return finishAborted(runState)
@@ -275,19 +405,21 @@ export async function main(argv = process.argv.slice(2), env = process.env) {
   const output = runState?.output
   if (!output || output.type === 'error') {
     // e.g. a 402 from chat completions: run() resolves with {type:"error", message:"Payment
-    // Required", statusCode:402} without any error or finish event.
+    // Required", statusCode:402} without any error or finish event; a 400/429/5xx or a broken
+    // stream: the same after the SDK has already emitted `finish`.
     const statusCode = typeof output?.statusCode === 'number' ? output.statusCode : undefined
     const message = output?.message ?? 'The run produced no output'
-    return finish({
-      exitStatus: EXIT.failed,
-      error: errorEvent(message, classifyFailure({ statusCode, message }), statusCode),
-      runState,
-    })
+    return finish({ exitStatus: EXIT.failed, error: await failure(statusCode, message), runState })
   }
-  return finish({ exitStatus: EXIT.ok, runState })
+  const last = heldFinish ?? {
+    type: 'finish',
+    agentId: runState.sessionState?.mainAgentState?.agentType ?? undefined,
+    totalCost: runState.sessionState?.mainAgentState?.creditsUsed ?? 0,
+  }
+  return finish({ exitStatus: EXIT.ok, last, runState })
 }
 
-/** Removes a --model override definition from the saved state so it does not stick to later turns. */
+/** Removes a model override definition from the saved state so it does not stick to later turns. */
 function stripInjectedAgent(runState, agentId) {
   const templates = runState?.sessionState?.fileContext?.agentTemplates
   if (!agentId || !templates || !(agentId in templates)) return runState

@@ -16,12 +16,18 @@ import {
   runAdapter,
   groupAlive,
   killGroup,
+  afterReady,
+  writeLine,
 } from './harness.mjs'
 import { parseArgs, UsageError } from '../src/args.mjs'
+import { parseTurnLine } from '../src/turn.mjs'
 import { EventTranslator } from '../src/events.mjs'
 import { AskUserRelay } from '../src/ask-user.mjs'
+import { PermissionRelay, describeRequest } from '../src/permissions.mjs'
 import { createRedirectingFetch } from '../src/origin-redirect.mjs'
-import { classifyFailure } from '../src/errors.mjs'
+import { classifyFailure, describeFailure } from '../src/errors.mjs'
+import { HttpFailureRecorder } from '../src/http-failures.mjs'
+import { isSensitiveFile, isEnvTemplateFile, dropSensitiveBlocks } from '../src/sensitive-files.mjs'
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
@@ -32,35 +38,61 @@ let workspaceCounter = 0
 
 /**
  * Runs one scenario end to end: fresh backend + workspace, adapter run, backend requests.
- * `body(ctx)` may do more runs; the backend is always stopped and the group killed.
+ * `body(ctx)` may do more runs; the backend is always stopped and every adapter's process group
+ * killed. ctx.run runs the argv form; ctx.runTurn the --stdin-turn form (no key in the
+ * environment; the turn's apiKey defaults to TURN_KEY, its cwd to the work dir).
+ * `backendUrl` replaces the backend (e.g. an unreachable one); one is still started for `name`.
  */
-async function withScenario(name, body) {
+async function withScenario(name, body, { backendUrl, setup } = {}) {
   const scenario = scenarios[name]
   const workspace = prepareWorkspace(path.join(tmpRoot, `${name}-${++workspaceCounter}`), scenario.files ?? {})
+  setup?.(workspace)
   const backend = await startBackend(name)
+  const url = backendUrl ?? backend.url
   const pids = []
-  const run = async ({ prompt = scenario.prompt, argv = [], env = {}, answers = scenario.answers, onEvent, timeoutMs } = {}) => {
-    const result = await runAdapter({
-      argv: ['--cwd', workspace.workDir, ...argv],
-      prompt,
-      env: adapterEnv({ backendUrl: backend.url, workspace, extra: { ...scenario.env, ...env } }),
-      answers: answers ?? [],
-      onEvent,
-      timeoutMs,
-    })
+  const checkStdout = (result) => {
     pids.push(result.pid)
     for (const line of result.stdout.split('\n').filter(Boolean)) {
       assert.doesNotThrow(() => JSON.parse(line), `stdout line is not JSON: ${line}`)
     }
     return result
   }
+  const run = async ({ prompt = scenario.prompt, argv = [], env = {}, answers = scenario.answers, onEvent, timeoutMs } = {}) =>
+    checkStdout(
+      await runAdapter({
+        argv: ['--cwd', workspace.workDir, ...argv],
+        prompt,
+        env: adapterEnv({ backendUrl: url, workspace, extra: { ...scenario.env, ...env } }),
+        answers: answers ?? [],
+        onEvent,
+        timeoutMs,
+      }),
+    )
+  const runTurn = async ({ turn = {}, env = {}, answers = scenario.answers, onEvent, onStderr, turnWhen, timeoutMs } = {}) =>
+    checkStdout(
+      await runAdapter({
+        turn:
+          typeof turn === 'string'
+            ? turn
+            : { prompt: scenario.prompt, cwd: workspace.workDir, apiKey: TURN_KEY, ...turn },
+        turnWhen,
+        env: adapterEnv({ backendUrl: url, workspace, extra: { ...scenario.env, ...env }, apiKey: null }),
+        answers: answers ?? [],
+        onEvent,
+        onStderr,
+        timeoutMs,
+      }),
+    )
   try {
-    return await body({ run, backend, workspace, scenario })
+    return await body({ run, runTurn, backend, workspace, scenario, pids })
   } finally {
     for (const pid of pids) killGroup(pid)
     await backend.stop()
   }
 }
+
+/** The credential of --stdin-turn runs: recognisable, so a leak anywhere is easy to find. */
+const TURN_KEY = 'cb-turn-key-7Hq2xZ9'
 
 const types = (events) => events.map((e) => e.type)
 const deltasText = (events, agentId) =>
@@ -295,7 +327,13 @@ describe('runs against the fake backend', () => {
       const r = await run()
       assert.equal(r.exitCode, 1)
       assert.deepEqual(types(r.events), ['start', 'error'])
-      assert.deepEqual(r.events[1], { type: 'error', message: 'Payment Required', code: 'out_of_credits', statusCode: 402 })
+      assert.deepEqual(r.events[1], {
+        type: 'error',
+        message: 'Insufficient credits. Please add credits.',
+        code: 'out_of_credits',
+        statusCode: 402,
+        fatal: true,
+      })
       assert.ok(fs.existsSync(path.join(workspace.stateDir, `${r.events[0].sessionId}.json`)))
     })
   })
@@ -304,7 +342,7 @@ describe('runs against the fake backend', () => {
     await withScenario('auth_failed', async ({ run }) => {
       const r = await run()
       assert.equal(r.exitCode, 1)
-      assert.deepEqual(r.events, [{ type: 'error', message: 'Authentication failed', code: 'auth_failed', statusCode: 401 }])
+      assert.deepEqual(r.events, [{ type: 'error', message: 'Invalid API key', code: 'auth_failed', statusCode: 401, fatal: true }])
     })
   })
 
@@ -493,11 +531,23 @@ describe('unit', () => {
   })
 
   it('classifyFailure maps statuses and messages to codes', () => {
-    assert.equal(classifyFailure({ statusCode: 401 }), 'auth_failed')
-    assert.equal(classifyFailure({ statusCode: 403 }), 'auth_failed')
-    assert.equal(classifyFailure({ message: 'Authentication failed' }), 'auth_failed')
-    assert.equal(classifyFailure({ statusCode: 402, message: 'Payment Required' }), 'out_of_credits')
-    assert.equal(classifyFailure({ statusCode: 500, message: 'Server error' }), 'backend_error')
-    assert.equal(classifyFailure({ message: 'Network request failed' }), 'backend_error')
+    const cases = [
+      [{ statusCode: 401 }, 'auth_failed'],
+      [{ statusCode: 402, message: 'Payment Required' }, 'out_of_credits'],
+      [{ statusCode: 403 }, 'account_suspended'],
+      [{ statusCode: 429 }, 'rate_limited'],
+      [{ statusCode: 500, message: 'Server error' }, 'backend_error'],
+      [{ statusCode: 503 }, 'backend_error'],
+      [{ statusCode: 400 }, 'invalid_request'],
+      [{ statusCode: 404 }, 'invalid_request'],
+      [{ statusCode: 413 }, 'invalid_request'],
+      [{ statusCode: 409 }, 'internal'],
+      [{ message: 'Authentication failed' }, 'auth_failed'],
+      [{ message: 'Invalid API key or user not found' }, 'auth_failed'],
+      [{ message: 'terminated' }, 'backend_error'],
+      [{ message: 'fetch failed' }, 'network_error'],
+      [{ message: 'Cannot read properties of undefined' }, 'internal'],
+    ]
+    for (const [input, code] of cases) assert.equal(classifyFailure(input), code, JSON.stringify(input))
   })
 })

@@ -81,11 +81,12 @@ class BackendState {
   }
 }
 
-function sendJson(res, status, body) {
+function sendJson(res, status, body, headers = {}) {
   const text = JSON.stringify(body)
   res.writeHead(status, {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(text),
+    ...headers,
   })
   res.end(text)
 }
@@ -155,7 +156,7 @@ export function buildChunks(reply, { completionId, model }) {
       )
     }
   })
-  if (reply.stall) return { chunks: out, stall: true }
+  if (reply.stall || reply.break) return { chunks: out, stall: true }
   const finishReason = reply.finishReason ?? ((reply.toolCalls ?? []).length > 0 ? 'tool_calls' : 'stop')
   const completionTokens = (reply.text ?? []).join('').length + (reply.reasoning ?? []).join('').length
   out.push(
@@ -180,7 +181,7 @@ async function handleChatCompletions(state, body, req, res) {
   if (failure && state.chatRequestsSeen > (failure.afterRequests ?? 0)) {
     // The real backend answers errors as {error: <code>, message}; that body does not match the
     // OpenAI error schema, so the SDK reports the HTTP status text ("Payment Required").
-    return sendJson(res, failure.status, failure.body ?? { error: 'error', message: 'Scripted failure' })
+    return sendJson(res, failure.status, failure.body ?? { error: 'error', message: 'Scripted failure' }, failure.headers)
   }
   const runId = body?.codebuff_metadata?.run_id
   const run = typeof runId === 'string' ? state.runs.get(runId) : undefined
@@ -192,7 +193,7 @@ async function handleChatCompletions(state, body, req, res) {
   const completionId = `chatcmpl-${String(state.completionCounter).padStart(4, '0')}`
   log(`chat completion ${completionId} for ${key} (${runId})`)
   if (reply.status) {
-    return sendJson(res, reply.status, reply.body ?? { error: 'error', message: 'Scripted failure' })
+    return sendJson(res, reply.status, reply.body ?? { error: 'error', message: 'Scripted failure' }, reply.headers)
   }
   const { chunks, stall } = buildChunks(reply, { completionId, model: body?.model ?? 'unknown' })
   res.writeHead(200, {
@@ -203,6 +204,12 @@ async function handleChatCompletions(state, body, req, res) {
   for (const chunk of chunks) {
     res.write(`data: ${JSON.stringify(chunk)}\n\n`)
     if (reply.chunkDelayMs) await new Promise((r) => setTimeout(r, reply.chunkDelayMs))
+  }
+  if (reply.break) {
+    // The connection drops in the middle of the stream (no finish chunk, no [DONE]).
+    state.broken = (state.broken ?? 0) + 1
+    await new Promise((r) => setTimeout(r, 20))
+    return res.destroy()
   }
   if (stall) {
     // Hold the stream open until the client goes away or the server shuts down.

@@ -122,30 +122,67 @@ export function prepareWorkspace(root, files = {}) {
   return { root, workDir, homeDir, stateDir }
 }
 
-/** The environment of an adapter run: nothing inherited but PATH, a scratch HOME. */
-export function adapterEnv({ backendUrl, workspace, extra = {} }) {
+/**
+ * The environment of an adapter run: nothing inherited but PATH, a scratch HOME. `apiKey: null`
+ * leaves CODEBUFF_API_KEY out (the --stdin-turn form gets the key from the turn line).
+ */
+export function adapterEnv({ backendUrl, workspace, extra = {}, apiKey = 'test-key' }) {
   return {
     PATH: process.env.PATH,
     HOME: workspace.homeDir,
-    CODEBUFF_API_KEY: 'test-key',
+    ...(apiKey !== null && { CODEBUFF_API_KEY: apiKey }),
     CODEBUFF_STATE_DIR: workspace.stateDir,
     CODEBUFFD_TEST_BACKEND_URL: backendUrl,
     ...extra,
   }
 }
 
+/** The line the adapter logs on stderr once it is ready for a turn (--stdin-turn). */
+export const READY_RE = /ready for a turn \((\d+) ms after start\)/
+
+/** A turnWhen for runAdapter: resolves once the adapter says it is ready for a turn (+ delayMs). */
+export function afterReady(delayMs = 0) {
+  return (child, getStderr) =>
+    new Promise((resolve, reject) => {
+      const started = Date.now()
+      const poll = setInterval(() => {
+        if (READY_RE.test(getStderr())) {
+          clearInterval(poll)
+          setTimeout(resolve, delayMs)
+        } else if (child.exitCode !== null || Date.now() - started > 20_000) {
+          clearInterval(poll)
+          reject(new Error('the adapter never became ready'))
+        }
+      }, 10)
+    })
+}
+
+/** Writes one JSON line to a child's stdin. */
+export function writeLine(child, object) {
+  const line = JSON.stringify(object)
+  child.stdin.write(`${line}\n`)
+  return line
+}
+
 /**
  * Runs the adapter once. Options:
  *   argv            flags (after --stream-json), e.g. ['--cwd', dir]; the prompt is appended
  *   prompt, env
+ *   turn            instead of argv/prompt: run `--stream-json --stdin-turn` and write this object
+ *                   (type "turn" added) as the first stdin line — at once, or when
+ *                   turnWhen(child, stderrSoFar) resolves
  *   answers         stdin answer objects; one is written (with toolCallId) per ask_user tool_call
  *   onEvent(event, child)  observer for each stdout event (e.g. to send a signal)
+ *   onStderr(text, child)  observer for stderr chunks
  *   timeoutMs       hard limit; the process group is killed and the promise rejects
- * Resolves {exitCode, signal, stdout, events, stderr, stdinLines, pid, exitedAt, durationMs}.
+ * (`turn` may also be a string: written verbatim, for malformed-turn tests.)
+ * Resolves {exitCode, signal, stdout, events, stderr, stdinLines, pid, exitedAt, durationMs,
+ * turnWrittenAt}.
  */
-export function runAdapter({ argv = [], prompt, env, answers = [], onEvent, timeoutMs = 30_000 }) {
+export function runAdapter({ argv = [], prompt, env, turn, turnWhen, answers = [], onEvent, onStderr, timeoutMs = 30_000 }) {
   const started = Date.now()
-  const child = spawn(process.execPath, [ADAPTER_BIN, '--stream-json', ...argv, prompt], {
+  const args = turn ? [ADAPTER_BIN, '--stream-json', '--stdin-turn'] : [ADAPTER_BIN, '--stream-json', ...argv, prompt]
+  const child = spawn(process.execPath, args, {
     env,
     stdio: ['pipe', 'pipe', 'pipe'],
     detached: true,
@@ -155,9 +192,24 @@ export function runAdapter({ argv = [], prompt, env, answers = [], onEvent, time
   const events = []
   let stdout = ''
   let stderr = ''
+  let turnWrittenAt = null
+  if (turn) {
+    const write = () => {
+      turnWrittenAt = Date.now()
+      if (typeof turn === 'string') {
+        stdinLines.push(turn)
+        child.stdin.write(`${turn}\n`)
+      } else {
+        stdinLines.push(writeLine(child, { type: 'turn', ...turn }))
+      }
+    }
+    if (turnWhen) Promise.resolve(turnWhen(child, () => stderr)).then(write, () => {})
+    else write()
+  }
   child.stderr.setEncoding('utf8')
   child.stderr.on('data', (c) => {
     stderr += c
+    onStderr?.(c, child)
   })
   child.stdin.on('error', () => {})
   onLines(child.stdout, (line) => {
@@ -199,6 +251,7 @@ export function runAdapter({ argv = [], prompt, env, answers = [], onEvent, time
         pid: child.pid,
         exitedAt: Date.now(),
         durationMs: Date.now() - started,
+        turnWrittenAt,
       })
     })
   })

@@ -337,6 +337,65 @@ export const scenarios = {
     capture: false,
   },
 
+  // Failing backends (test only): each ends the run with one fatal error of a known code.
+  account_suspended: {
+    description: 'Chat completions answer 403: the account is suspended.',
+    prompt: 'Say hello.',
+    failures: {
+      chat: { status: 403, body: { error: 'account_suspended', message: 'Your account has been suspended for abuse.' } },
+    },
+    capture: false,
+  },
+
+  rate_limited: {
+    description: 'Chat completions answer 429 (with retry-after-ms, so the SDK retries quickly) every time.',
+    prompt: 'Say hello.',
+    failures: {
+      chat: {
+        status: 429,
+        body: { error: 'rate_limited', message: 'Too many requests: try again in 20 seconds.' },
+        headers: { 'retry-after-ms': '5' },
+      },
+    },
+    capture: false,
+  },
+
+  server_error: {
+    description: 'Chat completions answer 500 (with retry-after-ms) every time.',
+    prompt: 'Say hello.',
+    failures: {
+      chat: {
+        status: 500,
+        body: { error: 'internal_error', message: 'The upstream model provider crashed.' },
+        headers: { 'retry-after-ms': '5' },
+      },
+    },
+    capture: false,
+  },
+
+  model_unavailable: {
+    description: 'Chat completions answer 400: the model is not available.',
+    prompt: 'Say hello.',
+    failures: {
+      chat: { status: 400, body: { error: 'invalid_request', message: 'model fake/base2-model is not available' } },
+    },
+    capture: false,
+  },
+
+  stream_break: {
+    description: 'Every reply streams a few chunks and then the connection drops.',
+    prompt: 'Say hello.',
+    replies: [
+      { text: ['Hello', ' there'], break: true },
+      { text: ['Hello', ' again'], break: true },
+      { text: ['Hello', ' once more'], break: true },
+      { text: ['Hello', ' and more'], break: true },
+      { text: ['Hello', ' still'], break: true },
+      { text: ['Hello', ' yet'], break: true },
+    ],
+    capture: false,
+  },
+
   stall: {
     description: 'The first reply streams one chunk and then never finishes.',
     prompt: 'Take your time.',
