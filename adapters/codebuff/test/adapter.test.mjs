@@ -4,6 +4,7 @@
 
 import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -18,6 +19,8 @@ import {
   killGroup,
   afterReady,
   writeLine,
+  ADAPTER_BIN,
+  READY_RE,
 } from './harness.mjs'
 import { parseArgs, UsageError } from '../src/args.mjs'
 import { parseTurnLine } from '../src/turn.mjs'
@@ -439,6 +442,120 @@ describe('runs against the fake backend', () => {
         assert.equal(r.events.length, 1)
         assert.equal(r.events[0].code, 'invalid_arguments')
       }
+    })
+  })
+})
+
+describe('--stdin-turn', () => {
+  it('the turn on stdin (after the ready line, no key in the environment) runs like the argv form', async () => {
+    await withScenario('text', async ({ runTurn, backend }) => {
+      const r = await runTurn({ turnWhen: afterReady(200) })
+      assert.equal(r.exitCode, 0, r.stderr)
+      assert.deepEqual(types(r.events), ['start', 'text_delta', 'text_delta', 'text_delta', 'text_delta', 'text', 'finish'])
+      assert.match(r.events[0].sessionId, UUID_RE)
+      assert.equal(r.events.find((e) => e.type === 'text').text, 'Hello from the fake model.')
+      assert.deepEqual(r.events.at(-1), { type: 'finish', agentId: 'base2', totalCost: 5 })
+      // The SDK authenticates with the turn's key.
+      const requests = await backend.requests()
+      const me = requests.find((q) => q.path.startsWith('/api/v1/me'))
+      assert.equal(me.authorization, `Bearer ${TURN_KEY}`)
+      assert.ok(chatRequests(requests).every((q) => q.authorization === `Bearer ${TURN_KEY}`))
+      assert.match(chatRequests(requests)[0].body.messages.map((m) => JSON.stringify(m.content)).join(''), /Say hello\./)
+    })
+  })
+
+  it('stdin closing before a turn → exit 0 without output', async () => {
+    await withScenario('text', async ({ backend, workspace, pids }) => {
+      const child = spawn(process.execPath, [ADAPTER_BIN, '--stream-json', '--stdin-turn'], {
+        env: adapterEnv({ backendUrl: backend.url, workspace, apiKey: null }),
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+      })
+      pids.push(child.pid)
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (c) => (stdout += c))
+      child.stderr.on('data', (c) => (stderr += c))
+      await afterReady(0)(child, () => stderr)
+      child.stdin.end()
+      const code = await new Promise((resolve) => child.once('close', resolve))
+      assert.equal(code, 0, stderr)
+      assert.equal(stdout, '')
+      assert.equal(groupAlive(child.pid), false)
+      assert.equal((await backend.requests()).length, 0)
+    })
+  })
+
+  it('the key stays secret: not in any command\'s environment, not in /proc/$PPID/environ, not on stdout/stderr; the SDK still authenticates', async () => {
+    const key = 'cb-SECRET-key-Zx81Lq0w'
+    await withScenario('secret_env', async ({ runTurn, backend, workspace }) => {
+      const r = await runTurn({ turn: { apiKey: key, env: { PROJECT: 'demo' } } })
+      assert.equal(r.exitCode, 0, r.stderr)
+      const result = r.events.find((e) => e.type === 'tool_result')
+      const stdout = result.output[0].value.stdout
+      // The command really ran, saw the turn's env and cwd, and printed both environments.
+      assert.match(stdout, /\nPROJECT=demo\n/)
+      assert.match(stdout, new RegExp(`pwd=\\[${workspace.workDir}\\]`))
+      assert.match(stdout, /CODEBUFFD_TEST_BACKEND_URL=/, 'the adapter environ was read')
+      assert.equal(stdout.includes(key), false, 'the key is in the command output')
+      assert.equal(r.stdout.includes(key), false, 'the key is on stdout')
+      assert.equal(r.stderr.includes(key), false, 'the key is on stderr')
+      const requests = await backend.requests()
+      // The model saw the command output (in the next chat request): without the key.
+      const chats = chatRequests(requests)
+      assert.equal(chats.length, 2)
+      assert.ok(JSON.stringify(chats[1].body.messages).includes('PROJECT=demo'))
+      for (const q of requests) assert.equal(JSON.stringify(q.body ?? '').includes(key), false, `the key is in the body of ${q.path}`)
+      // ...while the SDK authenticated with it.
+      assert.equal(requests.find((q) => q.path.startsWith('/api/v1/me')).authorization, `Bearer ${key}`)
+      assert.ok(chats.every((q) => q.authorization === `Bearer ${key}`))
+    })
+  })
+
+  it('a malformed turn line → invalid_arguments, exit 2, no request', async () => {
+    await withScenario('text', async ({ runTurn, backend, workspace }) => {
+      const bad = [
+        'not json',
+        JSON.stringify({ type: 'question', prompt: 'x' }),
+        JSON.stringify({ type: 'turn' }),
+        JSON.stringify({ type: 'turn', prompt: 'x', mode: 'turbo' }),
+        JSON.stringify({ type: 'turn', prompt: 'x', timeoutSeconds: -1 }),
+        JSON.stringify({ type: 'turn', prompt: 'x', permissionMode: 'yolo' }),
+        JSON.stringify({ type: 'turn', prompt: 'x', env: { A: 1 } }),
+        JSON.stringify({ type: 'turn', prompt: 'x', cwd: path.join(workspace.root, 'missing'), apiKey: 'k' }),
+        JSON.stringify({ type: 'turn', prompt: 'x', cwd: workspace.workDir, apiKey: 'k', images: [{ path: 'nope.png' }] }),
+      ]
+      for (const line of bad) {
+        const r = await runTurn({ turn: line })
+        assert.equal(r.exitCode, 2, line)
+        assert.equal(r.events.length, 1, line)
+        assert.equal(r.events[0].code, 'invalid_arguments', line)
+        assert.equal(r.events[0].fatal, true)
+      }
+      assert.equal((await backend.requests()).length, 0)
+    })
+  })
+
+  it('no apiKey in the turn → auth_failed, exit 1, no request (a key in the environment is not used)', async () => {
+    await withScenario('text', async ({ runTurn, backend }) => {
+      const r = await runTurn({ turn: { apiKey: null }, env: { CODEBUFF_API_KEY: 'env-key' } })
+      assert.equal(r.exitCode, 1)
+      assert.deepEqual(types(r.events), ['error'])
+      assert.equal(r.events[0].code, 'auth_failed')
+      assert.equal((await backend.requests()).length, 0)
+    })
+  })
+
+  it('timeoutSeconds counts from the turn line, not from the start of the process', async () => {
+    await withScenario('stall', async ({ runTurn }) => {
+      // Idle 1.5 s before the turn; a timeout counted from the start would fire before the run.
+      const r = await runTurn({ turn: { timeoutSeconds: 1 }, turnWhen: afterReady(1500), timeoutMs: 20_000 })
+      assert.equal(r.exitCode, 124, r.stderr)
+      assert.ok(r.events.some((e) => e.type === 'text_delta' && e.text === 'Working'), 'the run started')
+      assert.deepEqual(r.events.at(-1), { type: 'error', message: 'Run timed out after 1 s', code: 'timeout', fatal: true })
+      const sinceTurn = r.exitedAt - r.turnWrittenAt
+      assert.ok(sinceTurn >= 1000 && sinceTurn < 5000, `exited ${sinceTurn} ms after the turn line`)
+      assert.equal(groupAlive(r.pid), false)
     })
   })
 })

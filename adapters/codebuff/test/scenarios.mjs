@@ -396,6 +396,30 @@ export const scenarios = {
     capture: false,
   },
 
+  secret_env: {
+    description:
+      "A terminal command prints the adapter's initial environment (/proc/$PPID/environ) and its own: " +
+      'the credential of a --stdin-turn run appears in neither.',
+    prompt: 'Show the environment.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_environ',
+            name: 'run_terminal_command',
+            input: {
+              command: "cat /proc/$PPID/environ | tr '\\0' '\\n'; echo ---; env; echo \"pwd=[$PWD]\"",
+              process_type: 'SYNC',
+            },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Done.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
   stall: {
     description: 'The first reply streams one chunk and then never finishes.',
     prompt: 'Take your time.',
