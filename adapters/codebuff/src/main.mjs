@@ -275,6 +275,7 @@ async function runTurn({ turn, apiKey, router, prepared, timeoutFrom, setSignalH
   /** The single way out once the run has started. */
   async function finish({ exitStatus, error, last, runState, save = true }) {
     if (finished) return
+    if (error && heldFinish) log(`the SDK emitted finish before the run failed; not printed: ${JSON.stringify(heldFinish)}`)
     if (last) emit(last)
     if (error) emit(error)
     finished = true

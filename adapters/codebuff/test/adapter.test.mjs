@@ -446,6 +446,77 @@ describe('runs against the fake backend', () => {
   })
 })
 
+describe('truthful endings: one fatal error, no finish', () => {
+  /** A port nothing listens on. */
+  async function closedPort() {
+    const net = await import('node:net')
+    const server = net.createServer()
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const { port } = server.address()
+    await new Promise((resolve) => server.close(resolve))
+    return port
+  }
+
+  const cases = [
+    ['auth_failed', '401 on /me', { code: 'auth_failed', statusCode: 401, message: 'Invalid API key', started: false }],
+    ['payment_required', '402 on chat', { code: 'out_of_credits', statusCode: 402, message: 'Insufficient credits. Please add credits.' }],
+    ['account_suspended', '403 on chat', { code: 'account_suspended', statusCode: 403, message: 'Your account has been suspended for abuse.' }],
+    ['rate_limited', '429 on chat (after the SDK\'s retries)', { code: 'rate_limited', statusCode: 429, message: 'Too many requests: try again in 20 seconds.' }],
+    ['server_error', '500 on chat (after the SDK\'s retries)', { code: 'backend_error', statusCode: 500, message: 'The upstream model provider crashed.' }],
+    ['model_unavailable', '400 on chat', { code: 'invalid_request', statusCode: 400, message: 'model fake/base2-model is not available' }],
+    ['stream_break', 'a stream that breaks mid-way', { code: 'backend_error', message: "The Codebuff backend's response stream broke (terminated)", deltas: 'Hello there' }],
+  ]
+  for (const [name, what, expected] of cases) {
+    it(`${what} → ${expected.code}${expected.statusCode ? ` ${expected.statusCode}` : ''}, the backend's message, exit 1`, async () => {
+      await withScenario(name, async ({ runTurn, backend }) => {
+        const r = await runTurn()
+        assert.equal(r.exitCode, 1, r.stderr)
+        assert.equal(r.events.some((e) => e.type === 'finish'), false, 'no finish')
+        const errors = r.events.filter((e) => e.type === 'error')
+        assert.equal(errors.length, 1)
+        assert.deepEqual(r.events.at(-1), {
+          type: 'error',
+          message: expected.message,
+          code: expected.code,
+          ...(expected.statusCode && { statusCode: expected.statusCode }),
+          fatal: true,
+        })
+        assert.equal(r.events[0].type, expected.started === false ? 'error' : 'start')
+        if (expected.deltas) assert.equal(deltasText(r.events, undefined), expected.deltas)
+        if (name === 'rate_limited' || name === 'server_error') {
+          // The SDK retried (4 attempts) before giving up.
+          assert.equal(chatRequests(await backend.requests()).length, 4)
+          assert.match(r.stderr, /Failed after 4 attempts/)
+        }
+        if (!['auth_failed', 'payment_required'].includes(name)) {
+          // The SDK emitted its finish before failing; the adapter held it back.
+          assert.match(r.stderr, /the SDK emitted finish before the run failed; not printed: \{"type":"finish"/)
+        }
+      })
+    })
+  }
+
+  it('an unreachable backend → network_error, exit 1', async () => {
+    const port = await closedPort()
+    await withScenario(
+      'text',
+      async ({ runTurn }) => {
+        const r = await runTurn({ timeoutMs: 30_000 })
+        assert.equal(r.exitCode, 1, r.stderr)
+        assert.deepEqual(r.events, [
+          {
+            type: 'error',
+            message: 'Cannot reach the Codebuff backend (https://www.codebuff.com): ECONNREFUSED',
+            code: 'network_error',
+            fatal: true,
+          },
+        ])
+      },
+      { backendUrl: `http://127.0.0.1:${port}` },
+    )
+  })
+})
+
 describe('--stdin-turn', () => {
   it('the turn on stdin (after the ready line, no key in the environment) runs like the argv form', async () => {
     await withScenario('text', async ({ runTurn, backend }) => {
