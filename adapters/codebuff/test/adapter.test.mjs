@@ -4,7 +4,7 @@
 
 import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { spawn, execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -513,6 +513,62 @@ describe('truthful endings: one fatal error, no finish', () => {
         ])
       },
       { backendUrl: `http://127.0.0.1:${port}` },
+    )
+  })
+})
+
+describe('sensitive files', () => {
+  /** Makes the work dir a git repository whose every file has uncommitted changes. */
+  function gitRepoWithChanges(workspace) {
+    const git = (...args) =>
+      execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args], {
+        cwd: workspace.workDir,
+        env: { PATH: process.env.PATH, HOME: workspace.homeDir, GIT_CONFIG_NOSYSTEM: '1' },
+        stdio: 'pipe',
+      })
+    const files = scenarios.sensitive_files.files
+    const old = (content) => content.replace(/SECRET-([A-Z]+)-/g, 'SECRET-$1-OLD-').replace('ordinary-content', 'ordinary-old-line')
+    for (const [rel, content] of Object.entries(files)) fs.writeFileSync(path.join(workspace.workDir, rel), old(content))
+    git('init', '-q')
+    git('add', '-A')
+    git('commit', '-q', '-m', 'initial')
+    for (const [rel, content] of Object.entries(files)) fs.writeFileSync(path.join(workspace.workDir, rel), content)
+    const diff = git('diff').toString()
+    assert.match(diff, /SECRET-ENV-77c2/, 'the unfiltered git diff shows the secret')
+  }
+
+  it('private keys, .env, *.pem never reach the backend (read_files, code_search, git diff); ordinary files and templates do', async () => {
+    await withScenario(
+      'sensitive_files',
+      async ({ runTurn, backend }) => {
+        const r = await runTurn()
+        assert.equal(r.exitCode, 0, r.stderr)
+        const requests = await backend.requests()
+        const everything = JSON.stringify(requests)
+        for (const secret of ['SECRET-RSA', 'SECRET-ENV', 'SECRET-PEM']) {
+          assert.equal(everything.includes(secret), false, `${secret} reached the backend`)
+          assert.equal(r.stdout.includes(secret), false, `${secret} is on stdout`)
+        }
+        const chats = chatRequests(requests)
+        assert.equal(chats.length, 2)
+        const first = JSON.stringify(chats[0].body.messages)
+        const second = JSON.stringify(chats[1].body.messages)
+        // The context the SDK gathered: file tree (names only) and the git diff of the ordinary file.
+        assert.match(first, /notes\.txt/)
+        assert.match(first, /id_rsa/, 'file names stay in the tree')
+        assert.match(first, /-ordinary-old-line/, 'the git diff is in the context')
+        // read_files: the ordinary file and the template (marked) arrive; the others are blocked.
+        const read = r.events.find((e) => e.type === 'tool_result' && e.toolName === 'read_files')
+        const readText = JSON.stringify(read.output)
+        assert.match(readText, /ordinary-content-5d3e/)
+        assert.match(readText, /\[TEMPLATE\]\\nAPI_TOKEN=<your token here>/)
+        assert.match(second, /ordinary-content-5d3e/)
+        // code_search found the ordinary and template lines, not the secrets.
+        const search = r.events.find((e) => e.type === 'tool_result' && e.toolName === 'code_search')
+        assert.match(search.output[0].value.stdout, /notes\.txt:\n1:ordinary-content-5d3e/)
+        assert.doesNotMatch(search.output[0].value.stdout, /id_rsa|deploy\.pem|^\.env:/m)
+      },
+      { setup: gitRepoWithChanges },
     )
   })
 })

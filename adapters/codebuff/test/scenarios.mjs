@@ -420,6 +420,50 @@ export const scenarios = {
     capture: false,
   },
 
+  sensitive_files: {
+    description:
+      'The model reads private keys, .env, a template and an ordinary file, and code_searches them all ' +
+      '(hidden and ignored files included); the system prompt carries the file tree, the git diff and ' +
+      'knowledge files. Only the ordinary file and the template reach the backend. (The test makes the ' +
+      'work dir a git repository with changes to every file.)',
+    prompt: 'Read everything.',
+    files: {
+      id_rsa: '-----BEGIN OPENSSH PRIVATE KEY-----\nSECRET-RSA-91fa\n-----END OPENSSH PRIVATE KEY-----\n',
+      '.env': 'API_TOKEN=SECRET-ENV-77c2\n',
+      'config/deploy.pem': 'SECRET-PEM-3b1c\n',
+      '.env.example': 'API_TOKEN=<your token here>\n',
+      'notes.txt': 'ordinary-content-5d3e\n',
+    },
+    agentDefinitions: {
+      base2: {
+        ...rootAgent('base2', 'Buffy (fake base2, with context)'),
+        toolNames: [...ROOT_TOOLS, 'code_search'],
+        systemPrompt:
+          'You are a scripted test agent.\n{CODEBUFF_FILE_TREE_PROMPT}\n{CODEBUFF_GIT_CHANGES_PROMPT}\n' +
+          '{CODEBUFF_KNOWLEDGE_FILES_CONTENTS}',
+      },
+    },
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_read',
+            name: 'read_files',
+            input: { paths: ['id_rsa', '.env', 'config/deploy.pem', '.env.example', 'notes.txt'] },
+          },
+          {
+            id: 'call_search',
+            name: 'code_search',
+            input: { pattern: 'SECRET|ordinary|API_TOKEN', flags: '--hidden --no-ignore' },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Read them.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
   stall: {
     description: 'The first reply streams one chunk and then never finishes.',
     prompt: 'Take your time.',
