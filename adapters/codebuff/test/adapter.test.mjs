@@ -573,6 +573,149 @@ describe('sensitive files', () => {
   })
 })
 
+describe('permission requests (permissionMode "ask")', () => {
+  /**
+   * Runs a scenario in "ask" mode; `decide(request, workspace)` returns a permission_reply (without
+   * type/requestId) or null to close stdin instead.
+   */
+  async function runAsking(name, decide) {
+    return withScenario(name, async ({ runTurn, backend, workspace }) => {
+      const seenBefore = []
+      const r = await runTurn({
+        turn: { permissionMode: 'ask' },
+        onEvent: (event, child) => {
+          if (event.type !== 'permission_request') return
+          seenBefore.push({ request: event, files: snapshot(workspace) })
+          const reply = decide(event, workspace)
+          if (reply === null) child.stdin.end()
+          else writeLine(child, { type: 'permission_reply', requestId: event.requestId, ...reply })
+        },
+      })
+      return { r, requests: await backend.requests(), workspace, seenBefore }
+    })
+  }
+
+  async function runBypass(name) {
+    return withScenario(name, async ({ runTurn, workspace }) => {
+      const r = await runTurn()
+      return { r, workspace }
+    })
+  }
+
+  /** Relative path → content of every file in the work dir. */
+  function snapshot(workspace) {
+    const out = {}
+    const walk = (dir) => {
+      for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+        const full = path.join(dir, entry.name)
+        if (entry.isDirectory()) walk(full)
+        else out[path.relative(workspace.workDir, full)] = fs.readFileSync(full, 'utf8')
+      }
+    }
+    walk(workspace.workDir)
+    return out
+  }
+
+  const toolResults = (events) => events.filter((e) => e.type === 'tool_result').map((e) => ({ toolName: e.toolName, output: e.output }))
+
+  it('each mutating call asks first, with the toolCallId of its tool_call; reject → nothing happens, the model is told', async () => {
+    const { r, requests, workspace, seenBefore } = await runAsking('permissions', () => ({ decision: 'reject', message: 'not in this repo' }))
+    assert.equal(r.exitCode, 0, r.stderr)
+    const calls = r.events.filter((e) => e.type === 'tool_call')
+    const asked = r.events.filter((e) => e.type === 'permission_request')
+    assert.equal(asked.length, 2)
+    const [write, cmd] = asked
+    assert.deepEqual(
+      { ...write, requestId: undefined },
+      {
+        type: 'permission_request',
+        requestId: undefined,
+        toolCallId: calls[0].toolCallId,
+        toolName: 'write_file',
+        kind: 'edit',
+        title: 'Write notes/todo.md',
+        paths: ['notes/todo.md'],
+        input: calls[0].input,
+      },
+    )
+    assert.deepEqual(
+      { ...cmd, requestId: undefined },
+      {
+        type: 'permission_request',
+        requestId: undefined,
+        toolCallId: calls[1].toolCallId,
+        toolName: 'run_terminal_command',
+        kind: 'execute',
+        title: 'Run `echo ran > ran.txt; echo command-output`',
+        command: 'echo ran > ran.txt; echo command-output',
+        paths: [],
+        input: calls[1].input,
+      },
+    )
+    assert.notEqual(write.requestId, cmd.requestId)
+    // Each request comes after its tool_call and before its tool_result.
+    for (const [i, request] of asked.entries()) {
+      const at = r.events.indexOf(request)
+      assert.ok(r.events.indexOf(calls[i]) < at)
+      assert.ok(at < r.events.findIndex((e) => e.type === 'tool_result' && e.toolCallId === calls[i].toolCallId))
+    }
+    const denial = 'The user rejected this tool call: not in this repo'
+    assert.deepEqual(toolResults(r.events), [
+      { toolName: 'write_file', output: [{ type: 'json', value: { errorMessage: denial } }] },
+      { toolName: 'run_terminal_command', output: [{ type: 'json', value: { errorMessage: denial } }] },
+    ])
+    assert.deepEqual(Object.keys(snapshot(workspace)), [], 'nothing written, nothing run')
+    assert.equal(seenBefore.length, 2)
+    const next = JSON.stringify(chatRequests(requests)[1].body.messages)
+    assert.equal(next.split(denial).length - 1, 2, 'the model sees both denials')
+  })
+
+  it('allow → nothing before the answer, then the same results and files as ungated Codebuff', async () => {
+    const ungated = await runBypass('permissions')
+    assert.equal(ungated.r.events.some((e) => e.type === 'permission_request'), false, 'bypass never asks')
+    const { r, workspace, seenBefore } = await runAsking('permissions', () => ({ decision: 'allow' }))
+    assert.equal(r.exitCode, 0, r.stderr)
+    assert.deepEqual(seenBefore.map((s) => Object.keys(s.files)), [[], ['notes/todo.md']], 'each tool waited for its answer')
+    assert.deepEqual(toolResults(r.events), toolResults(ungated.r.events))
+    assert.equal(toolResults(r.events)[0].output[0].value.message, 'Created new file')
+    assert.equal(toolResults(r.events)[1].output[0].value.stdout, 'command-output\n')
+    assert.deepEqual(snapshot(workspace), snapshot(ungated.workspace))
+    assert.equal(fs.readFileSync(path.join(workspace.workDir, 'ran.txt'), 'utf8'), 'ran\n')
+  })
+
+  it('str_replace and apply_patch (update, delete) ask with their kinds; allowed, they match ungated Codebuff', async () => {
+    const ungated = await runBypass('permissions_patch')
+    const { r, workspace } = await runAsking('permissions_patch', () => ({ decision: 'allow' }))
+    assert.equal(r.exitCode, 0, r.stderr)
+    const asked = r.events.filter((e) => e.type === 'permission_request')
+    assert.deepEqual(
+      asked.map((a) => [a.toolName, a.kind, a.title, a.paths]),
+      [
+        ['str_replace', 'edit', 'Edit src/greet.js', ['src/greet.js']],
+        ['apply_patch', 'edit', 'Edit lib/fib.txt', ['lib/fib.txt']],
+        ['apply_patch', 'delete', 'Delete old.txt', ['old.txt']],
+      ],
+    )
+    assert.deepEqual(toolResults(r.events), toolResults(ungated.r.events))
+    assert.equal(toolResults(r.events)[1].output[0].value.message, 'Applied 1 patch operation.')
+    assert.deepEqual(snapshot(workspace), snapshot(ungated.workspace))
+    assert.equal(fs.readFileSync(path.join(workspace.workDir, 'lib/fib.txt'), 'utf8'), 'one\nTWO\nthree\n')
+    assert.equal(fs.existsSync(path.join(workspace.workDir, 'old.txt')), false)
+  })
+
+  it('stdin closing rejects the open request and every later one', async () => {
+    const { r, workspace } = await runAsking('permissions', () => null)
+    assert.equal(r.exitCode, 0, r.stderr)
+    assert.equal(r.events.filter((e) => e.type === 'permission_request').length, 1, 'no request after EOF')
+    const denial = 'The user rejected this tool call: stdin closed'
+    assert.deepEqual(
+      toolResults(r.events).map((t) => t.output[0].value.errorMessage),
+      [denial, denial],
+    )
+    assert.deepEqual(Object.keys(snapshot(workspace)), [])
+  })
+})
+
 describe('--stdin-turn', () => {
   it('the turn on stdin (after the ready line, no key in the environment) runs like the argv form', async () => {
     await withScenario('text', async ({ runTurn, backend }) => {

@@ -464,6 +464,67 @@ export const scenarios = {
     capture: false,
   },
 
+  permissions: {
+    description:
+      'write_file and run_terminal_command in one reply; with permissionMode "ask" each asks first ' +
+      '(the tests allow, reject, or close stdin).',
+    prompt: 'Write a todo list and run a command.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_write',
+            name: 'write_file',
+            input: { path: 'notes/todo.md', instructions: 'Create a todo list', content: '# TODO\n\n- ask first\n' },
+          },
+          {
+            id: 'call_cmd',
+            name: 'run_terminal_command',
+            input: { command: 'echo ran > ran.txt; echo command-output', process_type: 'SYNC' },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Finished.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
+  permissions_patch: {
+    description:
+      'str_replace, apply_patch update_file and apply_patch delete_file; with permissionMode "ask" ' +
+      'each asks first.',
+    prompt: 'Patch the project.',
+    files: { 'src/greet.js': greetJs, 'lib/fib.txt': 'one\ntwo\nthree\n', 'old.txt': 'obsolete\n' },
+    agentDefinitions: {
+      base2: { ...rootAgent('base2', 'Buffy (fake base2, apply_patch)'), toolNames: [...ROOT_TOOLS, 'apply_patch'] },
+    },
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_replace',
+            name: 'str_replace',
+            input: { path: 'src/greet.js', replacements: [{ old: "'Hello '", new: "'Hi '" }] },
+          },
+          {
+            id: 'call_patch',
+            name: 'apply_patch',
+            input: { operation: { type: 'update_file', path: 'lib/fib.txt', diff: '@@\n one\n-two\n+TWO\n three\n' } },
+          },
+          {
+            id: 'call_delete',
+            name: 'apply_patch',
+            input: { operation: { type: 'delete_file', path: 'old.txt' } },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Patched.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
   stall: {
     description: 'The first reply streams one chunk and then never finishes.',
     prompt: 'Take your time.',
