@@ -716,6 +716,75 @@ describe('permission requests (permissionMode "ask")', () => {
   })
 })
 
+describe('background commands', () => {
+  /** [state, pgid] of a process from /proc/PID/stat, or null when it is gone. */
+  function procStat(pid) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      return { state: fields[0], pgid: Number(fields[2]) }
+    } catch {
+      return null
+    }
+  }
+  const running = (pid) => {
+    const stat = procStat(pid)
+    return stat !== null && stat.state !== 'Z'
+  }
+
+  it('BACKGROUND starts the command in the adapter\'s process group, returns its pid and first output; the group kill ends it', async () => {
+    await withScenario('background', async ({ runTurn, backend, workspace }) => {
+      const r = await runTurn()
+      assert.equal(r.exitCode, 0, r.stderr)
+      const [bg, failed] = r.events.filter((e) => e.type === 'tool_result').map((e) => e.output[0].value)
+      assert.equal(bg.command, 'echo started-bg; echo to-stderr >&2; exec sleep 60')
+      assert.equal(bg.backgroundProcessStatus, 'running')
+      assert.equal(typeof bg.processId, 'number')
+      assert.match(bg.stdout, /started-bg\n/)
+      assert.match(bg.stdout, /to-stderr\n/)
+      assert.ok(bg.logFile.startsWith(path.join(workspace.stateDir, 'background')), bg.logFile)
+      assert.equal('exitCode' in bg, false)
+      assert.deepEqual(
+        { status: failed.backgroundProcessStatus, exitCode: failed.exitCode, stdout: failed.stdout },
+        { status: 'error', exitCode: 3, stdout: 'quick\n' },
+      )
+      // The model saw the pid.
+      assert.ok(JSON.stringify(chatRequests(await backend.requests())[1].body.messages).includes(String(bg.processId)))
+
+      // The adapter has exited; the command lives on in its process group...
+      assert.ok(running(bg.processId), 'the background command outlives the adapter process')
+      assert.equal(procStat(bg.processId).pgid, r.pid, 'in the adapter\'s process group')
+      // ...until the group is killed, as the daemon does.
+      killGroup(r.pid, 'SIGTERM')
+      const deadline = Date.now() + 3000
+      while (running(bg.processId) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+      assert.equal(running(bg.processId), false, 'the group kill ended the background command')
+      assert.equal(groupAlive(r.pid) && running(bg.processId), false)
+    })
+  })
+
+  it('in "ask" mode a BACKGROUND command asks first', async () => {
+    await withScenario('background', async ({ runTurn }) => {
+      const r = await runTurn({
+        turn: { permissionMode: 'ask' },
+        onEvent: (event, child) => {
+          if (event.type === 'permission_request') writeLine(child, { type: 'permission_reply', requestId: event.requestId, decision: 'reject' })
+        },
+      })
+      assert.equal(r.exitCode, 0, r.stderr)
+      const asked = r.events.filter((e) => e.type === 'permission_request')
+      assert.deepEqual(asked.map((a) => a.title), [
+        'Run `echo started-bg; echo to-stderr >&2; exec sleep 60` in the background',
+        'Run `echo quick; exit 3` in the background',
+      ])
+      assert.deepEqual(
+        r.events.filter((e) => e.type === 'tool_result').map((e) => e.output[0].value.errorMessage),
+        ['The user rejected this tool call.', 'The user rejected this tool call.'],
+      )
+    })
+  })
+})
+
 describe('--stdin-turn', () => {
   it('the turn on stdin (after the ready line, no key in the environment) runs like the argv form', async () => {
     await withScenario('text', async ({ runTurn, backend }) => {

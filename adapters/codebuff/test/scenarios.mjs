@@ -525,6 +525,32 @@ export const scenarios = {
     capture: false,
   },
 
+  background: {
+    description:
+      'run_terminal_command with process_type BACKGROUND (not implemented in SDK 0.10.7; the adapter ' +
+      'runs it): a long-running one and one that fails at once.',
+    prompt: 'Start the server.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_bg',
+            name: 'run_terminal_command',
+            input: { command: 'echo started-bg; echo to-stderr >&2; exec sleep 60', process_type: 'BACKGROUND' },
+          },
+          {
+            id: 'call_bg_fail',
+            name: 'run_terminal_command',
+            input: { command: 'echo quick; exit 3', process_type: 'BACKGROUND' },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Started.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
   stall: {
     description: 'The first reply streams one chunk and then never finishes.',
     prompt: 'Take your time.',
