@@ -785,6 +785,48 @@ describe('background commands', () => {
   })
 })
 
+describe('images', () => {
+  // A 1×1 PNG.
+  const PNG = Buffer.from(
+    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==',
+    'base64',
+  )
+
+  it('turn images reach the model as image content parts, not as paths in the text', async () => {
+    await withScenario(
+      'text',
+      async ({ runTurn, backend, workspace }) => {
+        const r = await runTurn({
+          turn: {
+            prompt: 'What is in these pictures?',
+            images: [{ path: path.join(workspace.workDir, 'shot.png'), mime: 'image/png' }, { path: 'pics/second.png' }],
+          },
+        })
+        assert.equal(r.exitCode, 0, r.stderr)
+        const chat = chatRequests(await backend.requests())[0]
+        const user = chat.body.messages.filter((m) => m.role === 'user' && Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url'))
+        assert.equal(user.length, 1, JSON.stringify(chat.body.messages))
+        const parts = user[0].content
+        const url = `data:image/png;base64,${PNG.toString('base64')}`
+        assert.deepEqual(
+          parts.filter((p) => p.type === 'image_url').map((p) => p.image_url.url),
+          [url, url],
+        )
+        const text = parts.filter((p) => p.type === 'text').map((p) => p.text).join('')
+        assert.match(text, /What is in these pictures\?/)
+        assert.doesNotMatch(JSON.stringify(chat.body.messages), /shot\.png|second\.png/)
+      },
+      {
+        setup: (workspace) => {
+          fs.writeFileSync(path.join(workspace.workDir, 'shot.png'), PNG)
+          fs.mkdirSync(path.join(workspace.workDir, 'pics'))
+          fs.writeFileSync(path.join(workspace.workDir, 'pics/second.png'), PNG)
+        },
+      },
+    )
+  })
+})
+
 describe('--stdin-turn', () => {
   it('the turn on stdin (after the ready line, no key in the environment) runs like the argv form', async () => {
     await withScenario('text', async ({ runTurn, backend }) => {
