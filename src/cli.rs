@@ -71,6 +71,11 @@ pub struct ServerArgs {
     /// [env CODEBUFFD_CORS_ALLOW_ORIGIN, comma-separated].
     #[arg(long)]
     pub cors_allow_origin: Vec<String>,
+    /// Also answer requests for this host name (repeatable; `*` for any). By default an open
+    /// daemon answers only its loopback names and its address, against DNS rebinding; one
+    /// with a token answers any [env CODEBUFFD_ALLOWED_HOST, comma-separated].
+    #[arg(long)]
+    pub allowed_host: Vec<String>,
     /// Where the daemon keeps its data [default: $XDG_DATA_HOME/codebuffd or
     /// ~/.local/share/codebuffd; env CODEBUFFD_DATA_DIR].
     #[arg(long)]
@@ -99,6 +104,14 @@ pub struct ServerArgs {
     /// CODEBUFFD_SSE_KEEP_ALIVE].
     #[arg(long, value_name = "SECONDS")]
     pub sse_keep_alive: Option<f64>,
+    /// Serve at most this many connections at once [default: half the open-files limit
+    /// left after a reserve; env CODEBUFFD_MAX_CONNECTIONS].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Let sessions set variables that change what programs load (`LD_*`, `NODE_OPTIONS`,
+    /// `BASH_ENV`, …) in their `env`; refused by default [env CODEBUFFD_ALLOW_LOADER_ENV=1].
+    #[arg(long)]
+    pub allow_loader_env: bool,
     /// A TOML file with any of the settings above (snake_case keys) [env CODEBUFFD_CONFIG].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

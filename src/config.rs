@@ -16,6 +16,8 @@ pub struct DaemonConfig {
     /// `None` = no authentication.
     pub token: Option<String>,
     pub cors_allow_origins: Vec<String>,
+    /// Host names answered besides the loopback names and the bound address.
+    pub allowed_hosts: Vec<String>,
     pub data_dir: PathBuf,
     /// The codebuff agent command; `None` = the bundled adapter.
     pub agent_command: Option<PathBuf>,
@@ -26,6 +28,10 @@ pub struct DaemonConfig {
     pub sse_keep_alive: Duration,
     /// The store spec (`sqlite`, `sqlite://PATH`, `postgres://…`, `memory`).
     pub store: String,
+    /// Sessions may set loader variables (`LD_PRELOAD`, `NODE_OPTIONS`, …) in their `env`.
+    pub allow_loader_env: bool,
+    /// Connections served at once; `None` = from the open-files limit.
+    pub max_connections: Option<usize>,
 }
 
 impl DaemonConfig {
@@ -41,6 +47,7 @@ impl DaemonConfig {
                 max_line_bytes: self.max_line_bytes,
                 ..crate::session::Limits::default()
             },
+            allow_loader_env: self.allow_loader_env,
         }
     }
 }
@@ -54,6 +61,7 @@ struct FileConfig {
     token: Option<String>,
     no_token: Option<bool>,
     cors_allow_origins: Option<Vec<String>>,
+    allowed_host: Option<Vec<String>>,
     data_dir: Option<PathBuf>,
     agent_command: Option<PathBuf>,
     turn_timeout_seconds: Option<f64>,
@@ -62,6 +70,8 @@ struct FileConfig {
     max_body_bytes: Option<usize>,
     sse_keep_alive_seconds: Option<f64>,
     store: Option<String>,
+    allow_loader_env: Option<bool>,
+    max_connections: Option<usize>,
 }
 
 /// Why the settings are unusable.
@@ -141,6 +151,16 @@ impl DaemonConfig {
         } else {
             file.cors_allow_origins.unwrap_or_default()
         };
+        let allowed_hosts = if !args.allowed_host.is_empty() {
+            args.allowed_host.clone()
+        } else if let Some(list) = env_parse("CODEBUFFD_ALLOWED_HOST") {
+            list.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        } else {
+            file.allowed_host.unwrap_or_default()
+        };
         let data_dir = args
             .data_dir
             .clone()
@@ -210,7 +230,23 @@ impl DaemonConfig {
             .or_else(|| env_parse("CODEBUFFD_STORE"))
             .or(file.store)
             .unwrap_or_else(|| "sqlite".to_owned());
+        let allow_loader_env = args.allow_loader_env
+            || env_parse("CODEBUFFD_ALLOW_LOADER_ENV").is_some_and(|v| truthy(&v))
+            || file.allow_loader_env.unwrap_or(false);
+        let max_connections = args
+            .max_connections
+            .or(parse_num(
+                env_parse("CODEBUFFD_MAX_CONNECTIONS"),
+                "CODEBUFFD_MAX_CONNECTIONS",
+            )?)
+            .or(file.max_connections);
+        if max_connections == Some(0) {
+            return Err(ConfigError("max connections must be at least 1".into()));
+        }
         Ok(DaemonConfig {
+            max_connections,
+            allowed_hosts,
+            allow_loader_env,
             store,
             host,
             port,

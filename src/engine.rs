@@ -24,6 +24,8 @@ pub struct EngineConfig {
     /// The codebuff agent command; `None` = the bundled adapter.
     pub agent_command: Option<PathBuf>,
     pub limits: Limits,
+    /// Sessions may set loader variables (`LD_PRELOAD`, `NODE_OPTIONS`, …) in their `env`.
+    pub allow_loader_env: bool,
 }
 
 /// A running engine.
@@ -65,6 +67,7 @@ impl Engine {
             config.limits.clone(),
             agent_state_dir,
             instance_id,
+            config.allow_loader_env,
         );
         let manager = Arc::new(SessionManager::new(ctx));
         let restored = manager.restore()?;

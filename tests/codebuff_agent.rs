@@ -811,7 +811,7 @@ async fn rejected_credentials_end_the_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_credential_at_all_ends_the_session_saying_how_to_provide_one() {
+async fn no_credential_at_all_fails_the_turn_saying_how_to_provide_one() {
     let backend = FakeBackend::start("text");
     let home = TempDir::new("cb-home");
     let work = TempDir::new("cb-work");
@@ -823,24 +823,28 @@ async fn no_credential_at_all_ends_the_session_saying_how_to_provide_one() {
         .and_then(|a| a.iter().find(|a| a["id"] == "codebuff"))
         .expect("codebuff in /v1/agents");
     assert_eq!(codebuff["credentialsAvailable"], false);
-    let events = run_until_session_ends(&d, "t9", work.path(), "Say hello.").await;
-    let data = &events.last().unwrap()["data"];
-    assert_eq!(data["reason"], "error");
-    assert_eq!(data["terminated_by"], "agent");
-    let message = data["message"].as_str().unwrap_or("");
+    create_codebuff(&d, "t9", work.path()).await;
+    d.message("t9", "Say hello.").await;
+    let events = d.wait_turns_ended("t9", 1).await;
+    let errors = of_type(&events, "error");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["data"]["code"], "credentials_missing");
+    let ended = of_type(&events, "turn.ended");
+    assert_eq!(ended.len(), 1);
+    let metadata = &ended[0]["data"]["metadata"];
+    assert_eq!(metadata["status"], "failed");
+    let message = metadata["message"].as_str().unwrap_or("");
     assert!(
         message.contains("CODEBUFF_API_KEY") && message.contains("apiKey"),
         "the message says how to provide credentials: {message:?}"
     );
-    let ended = of_type(&events, "turn.ended");
-    assert_eq!(ended.len(), 1);
-    assert_eq!(ended[0]["data"]["metadata"]["status"], "failed");
-    // No agent ran: the backend never heard of it.
+    // No agent ran: the backend never heard of it; the session goes on.
     assert!(backend.requests().await.is_empty());
-    let resp = d
-        .post("/v1/sessions/t9/messages", json!({"message": "Again."}))
-        .await;
-    assert_eq!(resp.status(), 500);
+    assert!(of_type(&events, "session.ended").is_empty());
+    assert_eq!(d.info("t9").await["status"], "idle");
+    d.message("t9", "Again.").await;
+    let events = d.wait_turns_ended("t9", 2).await;
+    assert_eq!(of_type(&events, "turn.ended").len(), 2);
     d.stop();
     assert_well_formed(&events);
 }

@@ -135,7 +135,12 @@ pub fn daemon_command(s: &Settings, port: u16, data_dir: &Path) -> Command {
         .arg(data_dir)
         .args(&s.daemon_args)
         .stdin(Stdio::null())
-        .stdout(Stdio::null());
+        .stdout(Stdio::null())
+        .stderr(if std::env::var_os("LOAD_DAEMON_LOG").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        });
     // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
     unsafe {
         cmd.pre_exec(|| {
@@ -160,14 +165,15 @@ impl Daemon {
     pub fn start(s: &Settings) -> Daemon {
         let data_dir = scratch_dir("data");
         let mut cmd = daemon_command(s, 0, &data_dir);
-        cmd.stderr(Stdio::piped());
+        cmd.stdout(Stdio::piped());
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
         Daemon::spawn(cmd, data_dir, true)
     }
 
-    /// Spawns `cmd` (from [`daemon_command`]); with `announce`, waits for the address it logs.
+    /// Spawns `cmd` (from [`daemon_command`]); with `announce`, waits for its ready signal
+    /// (`{"event":"listening","address":…}` on stdout).
     pub fn spawn(mut cmd: Command, data_dir: PathBuf, announce: bool) -> Daemon {
         let mut child = cmd.spawn().expect("start codebuffd");
         let pid = child.id() as i32;
@@ -182,25 +188,18 @@ impl Daemon {
             data_dir,
         };
         if announce {
-            let stderr = child.stderr.take().expect("stderr");
+            let stdout = child.stdout.take().expect("stdout");
             daemon.child = Some(child);
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
-                let echo = std::env::var_os("LOAD_DAEMON_LOG").is_some();
                 let mut tx = Some(tx);
-                for line in BufReader::new(stderr).lines() {
+                for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
-                    if let Some(at) = line.find("address=") {
+                    let ready: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+                    if ready["event"] == "listening" {
                         if let Some(tx) = tx.take() {
-                            let addr: String = line[at + 8..]
-                                .chars()
-                                .take_while(|c| !c.is_whitespace())
-                                .collect();
-                            let _ = tx.send(addr);
+                            let _ = tx.send(ready["address"].as_str().unwrap_or("").to_owned());
                         }
-                    }
-                    if echo {
-                        eprintln!("[daemon {pid}] {line}");
                     }
                 }
             });

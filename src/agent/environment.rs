@@ -50,6 +50,36 @@ const ALLOWED_PREFIXES: &[&str] = &["LC_", "XDG_"];
 /// Variables a session's extra environment may not set.
 const RESERVED: &[&str] = &[API_KEY_VAR, TEST_BACKEND_VAR];
 
+/// Variables that make a program load or trust code or data it would not otherwise: the
+/// dynamic loader's, Node's, shells' startup files, other interpreters' preloads, TLS trust.
+/// Set by a session, they would run code inside the agent (which holds the credential).
+const LOADER_PREFIXES: &[&str] = &["LD_", "DYLD_"];
+const LOADER_NAMES: &[&str] = &[
+    "GLIBC_TUNABLES",
+    "GCONV_PATH",
+    "MALLOC_CHECK_",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "NODE_EXTRA_CA_CERTS",
+    "NODE_TLS_REJECT_UNAUTHORIZED",
+    "NODE_REPL_EXTERNAL_MODULE",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "BASH_ENV",
+    "ENV",
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "PERL5OPT",
+    "PERL5LIB",
+    "RUBYOPT",
+];
+
+/// True for a variable a session may set only when the daemon allows loader variables
+/// (`--allow-loader-env`).
+pub fn is_loader_variable(name: &str) -> bool {
+    LOADER_NAMES.contains(&name) || LOADER_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
 /// Builds the complete environment of an agent command.
 ///
 /// `parent` is the daemon's environment (`std::env::vars_os()`), `extra` the session's own
@@ -212,6 +242,22 @@ mod tests {
         ];
         let env = agent_env(parent(&[]), &extra, None);
         assert_eq!(names(&env), vec!["OK"]);
+    }
+
+    #[test]
+    fn loader_variables_are_recognised() {
+        for name in [
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "DYLD_INSERT_LIBRARIES",
+            "NODE_OPTIONS",
+            "BASH_ENV",
+        ] {
+            assert!(is_loader_variable(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "NODE_ENV", "PROJECT", "LANG"] {
+            assert!(!is_loader_variable(name), "{name}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod procfs;
 
 pub use command::{agent_args, AgentCommandArgs, TurnCommand};
 pub use credentials::{Credential, CredentialSource};
-pub use environment::agent_env;
+pub use environment::{agent_env, is_loader_variable};
 pub use framing::{Frame, LineFramer};
 pub use launch::{AgentHost, LaunchError, TurnLaunch};
 pub use launcher::{AgentKind, InstallError, Installation, Launcher};

@@ -217,7 +217,6 @@ impl CodebuffConverter {
     /// synthetic `error` with `code`. The turn then ends with [`Self::end_turn`]; the session
     /// goes on.
     pub fn fail_to_start(&mut self, code: &str, message: &str, out: &mut Vec<EventDraft>) {
-        self.turn.fatal = Some((code.to_owned(), message.to_owned()));
         self.turn.last_error_code = Some(code.to_owned());
         out.push(EventDraft::synthetic(EventData::Error(ErrorData {
             message: message.to_owned(),

@@ -11,9 +11,13 @@ use tokio::net::TcpListener;
 
 use crate::config::DaemonConfig;
 use crate::engine::Engine;
-use crate::http::{router, HttpOptions};
+use crate::http::{
+    default_max_connections, raise_open_files_limit, router, serve, HttpOptions, ServeOptions,
+};
 /// How long open connections get to finish after the sessions have stopped.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs the daemon until a shutdown signal.
 pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
@@ -24,6 +28,8 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         &HttpOptions {
             token: config.token.clone(),
             cors_allow_origins: config.cors_allow_origins.clone(),
+            allowed_hosts: config.allowed_hosts.clone(),
+            bind: Some(config.host),
             max_body_bytes: config.max_body_bytes,
             sse_keep_alive: config.sse_keep_alive,
         },
@@ -32,25 +38,32 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    // SSE writes are small: without TCP_NODELAY, Nagle's algorithm holds them back until the
-    // client's delayed ACK (up to 40 ms).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
+    let address = listener.local_addr().unwrap_or(addr);
+    let open_files = raise_open_files_limit();
+    let max_connections = config
+        .max_connections
+        .unwrap_or_else(|| default_max_connections(open_files));
     tracing::info!(
-        address = %axum::serve::Listener::local_addr(&listener).unwrap_or(addr),
+        %address,
         auth = config.token.is_some(),
+        max_connections,
         "codebuffd listening"
     );
+    announce_ready(address);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, app).with_graceful_shutdown({
+    let options = ServeOptions {
+        max_connections,
+        header_read_timeout: HEADER_READ_TIMEOUT,
+        drain: DRAIN_LIMIT,
+    };
+    let stopped = {
         let mut rx = stop_rx.clone();
         async move {
             let _ = rx.wait_for(|s| *s).await;
         }
-    });
-    let mut server = std::pin::pin!(std::future::IntoFuture::into_future(server));
+    };
+    let mut server = std::pin::pin!(serve(listener, app, options, stopped));
     tokio::select! {
         result = &mut server => return result.context("the HTTP server failed"),
         () = shutdown_signal() => {}
@@ -58,10 +71,25 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     tracing::info!("shutting down: ending running turns");
     engine.shutdown().await;
     let _ = stop_tx.send(true);
-    // Live SSE streams never end by themselves: give connections a moment, then stop.
-    let _ = tokio::time::timeout(DRAIN_LIMIT, server).await;
+    // Live SSE streams never end by themselves: the server gives connections a moment, then stops.
+    server.await.context("the HTTP server failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Tells whoever started the daemon that it is ready, in one JSON line on stdout (the only
+/// thing the server prints there): `{"event":"listening","address":…,"url":…,"pid":…}`.
+fn announce_ready(address: SocketAddr) {
+    use std::io::Write;
+    let line = serde_json::json!({
+        "event": "listening",
+        "address": address.to_string(),
+        "url": format!("http://{address}"),
+        "pid": std::process::id(),
+    });
+    let mut stdout = std::io::stdout().lock();
+    // Nobody reading stdout is not an error.
+    let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
 }
 
 async fn shutdown_signal() {

@@ -5,9 +5,11 @@ mod agents;
 mod auth;
 mod events;
 mod extract;
+mod guard;
 mod openapi;
 mod problem;
 mod questions;
+mod serve;
 mod sessions;
 
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use crate::session::SessionManager;
 
 pub use openapi::ApiDoc;
 pub use problem::Problem;
+pub use serve::{default_max_connections, raise_open_files_limit, serve, ServeOptions};
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -35,10 +38,15 @@ pub struct AppState {
 }
 
 /// HTTP-level settings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct HttpOptions {
     pub token: Option<String>,
     pub cors_allow_origins: Vec<String>,
+    /// Host names answered besides the loopback names and `bind` (`*`: any); see
+    /// [`guard`].
+    pub allowed_hosts: Vec<String>,
+    /// The address the daemon listens on.
+    pub bind: Option<std::net::IpAddr>,
     pub max_body_bytes: usize,
     pub sse_keep_alive: std::time::Duration,
 }
@@ -114,10 +122,17 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
             auth::require_token,
         ))
         .with_state(state);
-    match cors(&options.cors_allow_origins) {
+    let api = match cors(&options.cors_allow_origins) {
         Some(layer) => api.layer(layer),
         None => api,
-    }
+    };
+    let browser = guard::BrowserGuard::new(
+        options.bind,
+        &options.allowed_hosts,
+        &options.cors_allow_origins,
+        options.token.is_some(),
+    );
+    api.layer(axum::middleware::from_fn_with_state(browser, guard::guard))
 }
 
 /// CORS for the configured origins; closed (no layer) when there are none.

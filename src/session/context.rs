@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::settings::CreatePolicy;
 use crate::agent::{AgentHost, Launcher};
 use crate::store::EventStore;
 
@@ -41,8 +42,8 @@ pub struct SessionContext {
     /// How agents are started.
     pub agents: AgentHost,
     pub limits: Limits,
-    /// The daemon's working directory (the default session directory).
-    pub cwd: PathBuf,
+    /// What new sessions may ask for.
+    pub policy: CreatePolicy,
     /// This daemon's instance id ([`crate::instance`]): the owner written into the records of
     /// its sessions, and the only owner (besides none) whose sessions it restores.
     pub instance_id: String,
@@ -56,12 +57,16 @@ impl SessionContext {
         limits: Limits,
         agent_state_dir: PathBuf,
         instance_id: String,
+        allow_loader_env: bool,
     ) -> Self {
         SessionContext {
             agents: AgentHost::from_env(launcher, agent_state_dir, limits.max_line_bytes),
             store,
             limits,
-            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            policy: CreatePolicy {
+                allow_loader_env,
+                ..CreatePolicy::new(std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")))
+            },
             instance_id,
         }
     }

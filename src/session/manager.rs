@@ -20,7 +20,7 @@ use super::actor::{Actor, Command, Origin};
 use super::context::SessionContext;
 use super::info::{EndState, SessionInfo};
 use super::record::{from_record, now_ms, to_record, Live, RecordOf, Shared};
-use super::settings::{CreateRequest, SessionSettings};
+use super::settings::{validate_prompt, CreateRequest, SessionSettings};
 use super::SessionError;
 use crate::agent::AgentKind;
 use crate::store::{EventStore, StoreError};
@@ -93,7 +93,7 @@ impl SessionManager {
         if self.handle(id).is_ok() {
             return Err(SessionError::AlreadyExists(id.to_owned()));
         }
-        let settings = SessionSettings::validate(req, &self.ctx.cwd)?;
+        let settings = SessionSettings::validate(req, &self.ctx.policy)?;
         if settings.agent == AgentKind::Codebuff {
             self.ctx
                 .agents
@@ -236,6 +236,7 @@ impl SessionManager {
 
     /// Queues a message; it runs when the turns before it have ended.
     pub fn send_message(&self, id: &str, prompt: String) -> Result<(), SessionError> {
+        validate_prompt(&prompt)?;
         let handle = self.handle(id)?;
         self.check_open(&handle)?;
         self.send(
@@ -254,6 +255,7 @@ impl SessionManager {
         id: &str,
         prompt: String,
     ) -> Result<u64, SessionError> {
+        validate_prompt(&prompt)?;
         let handle = self.handle(id)?;
         self.check_open(&handle)?;
         let (tx, rx) = oneshot::channel();

@@ -17,5 +17,5 @@ pub use error::SessionError;
 pub use info::{EndState, SessionInfo, SessionStatus};
 pub use manager::SessionManager;
 pub use recovery::LogSummary;
-pub use settings::{CreateRequest, SessionSettings, AGENT_MODES, PERMISSION_MODES};
+pub use settings::{CreatePolicy, CreateRequest, SessionSettings, AGENT_MODES, PERMISSION_MODES};
 pub use turn::{decide_outcome, Ending, StopReason, TurnDriver};

@@ -164,7 +164,7 @@ mod tests {
                 model: Some("m".into()),
                 ..CreateRequest::default()
             },
-            &std::env::temp_dir(),
+            &crate::session::CreatePolicy::new(std::env::temp_dir()),
         )
         .unwrap()
     }

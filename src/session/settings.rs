@@ -5,13 +5,36 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::SessionError;
-use crate::agent::AgentKind;
+use crate::agent::{is_loader_variable, AgentKind};
 use crate::universal::{EventData, EventDraft, SessionMetadata, SessionStartedData};
 
 /// Agent modes both agents accept (`docs/http-api.md`): `build` is the default.
 pub const AGENT_MODES: &[&str] = &["build", "free", "max", "plan"];
 /// Permission modes: Codebuff runs its tools without asking.
 pub const PERMISSION_MODES: &[&str] = &["bypass"];
+
+/// The longest value an agent's argument or environment variable can have (Linux's
+/// `MAX_ARG_STRLEN`, 128 KiB, less room for the variable's name).
+const MAX_ENV_VALUE: usize = 128 * 1024 - 4096;
+
+/// What the daemon allows when sessions are created (from its configuration).
+#[derive(Debug, Clone)]
+pub struct CreatePolicy {
+    /// The default session directory, against which relative directories resolve.
+    pub cwd: PathBuf,
+    /// Sessions may set loader variables (`LD_PRELOAD`, `NODE_OPTIONS`, …) in `env`.
+    pub allow_loader_env: bool,
+}
+
+impl CreatePolicy {
+    /// The policy of a daemon running in `cwd` with the defaults.
+    pub fn new(cwd: PathBuf) -> CreatePolicy {
+        CreatePolicy {
+            cwd,
+            allow_loader_env: false,
+        }
+    }
+}
 
 /// What a client asks for when creating a session (already decoded from JSON).
 #[derive(Debug, Clone, Default)]
@@ -59,9 +82,33 @@ impl std::fmt::Debug for SessionSettings {
     }
 }
 
+/// Checks a user message before it is queued: it must reach the agent whole.
+pub fn validate_prompt(prompt: &str) -> Result<(), SessionError> {
+    if prompt.contains('\0') {
+        return Err(SessionError::InvalidRequest(
+            "the message must not contain a NUL character".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl SessionSettings {
-    /// Validates a create request; `cwd` is the daemon's directory (the default `directory`).
-    pub fn validate(req: CreateRequest, cwd: &std::path::Path) -> Result<Self, SessionError> {
+    /// Validates a create request under the daemon's policy.
+    pub fn validate(req: CreateRequest, policy: &CreatePolicy) -> Result<Self, SessionError> {
+        let cwd = policy.cwd.as_path();
+        for (field, value) in [
+            ("model", req.model.as_deref()),
+            ("variant", req.variant.as_deref()),
+            ("title", req.title.as_deref()),
+            ("directory", req.directory.as_deref()),
+            ("apiKey", req.api_key.as_deref()),
+        ] {
+            if value.is_some_and(|v| v.contains('\0')) {
+                return Err(SessionError::InvalidRequest(format!(
+                    "`{field}` must not contain a NUL character"
+                )));
+            }
+        }
         let agent = AgentKind::parse(&req.agent)
             .ok_or_else(|| SessionError::UnsupportedAgent(req.agent.clone()))?;
         let agent_mode = req.agent_mode.unwrap_or_else(|| "build".to_owned());
@@ -105,14 +152,29 @@ impl SessionSettings {
                 )))
             }
         };
-        if let Some(bad) = req
-            .env
-            .keys()
-            .find(|k| k.is_empty() || k.contains(['=', '\0']))
-        {
-            return Err(SessionError::InvalidRequest(format!(
-                "env: `{bad}` is not a valid variable name"
-            )));
+        for (name, value) in &req.env {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(SessionError::InvalidRequest(format!(
+                    "env: `{}` is not a valid variable name",
+                    name.escape_debug()
+                )));
+            }
+            if value.contains('\0') {
+                return Err(SessionError::InvalidRequest(format!(
+                    "env: the value of `{name}` must not contain a NUL character"
+                )));
+            }
+            if name.len() + value.len() > MAX_ENV_VALUE {
+                return Err(SessionError::InvalidRequest(format!(
+                    "env: `{name}` is too long ({} bytes; at most {MAX_ENV_VALUE})",
+                    value.len()
+                )));
+            }
+            if !policy.allow_loader_env && is_loader_variable(name) {
+                return Err(SessionError::InvalidRequest(format!(
+                    "env: `{name}` changes what programs load; the daemon refuses it unless started with --allow-loader-env"
+                )));
+            }
         }
         Ok(SessionSettings {
             agent,
@@ -213,6 +275,10 @@ impl SessionSettings {
 mod tests {
     use super::*;
 
+    fn policy() -> CreatePolicy {
+        CreatePolicy::new(std::env::temp_dir())
+    }
+
     fn req(agent: &str) -> CreateRequest {
         CreateRequest {
             agent: agent.into(),
@@ -223,7 +289,7 @@ mod tests {
     #[test]
     fn defaults_are_build_bypass_and_the_daemon_directory() {
         let cwd = std::env::temp_dir();
-        let s = SessionSettings::validate(req("mock"), &cwd).unwrap();
+        let s = SessionSettings::validate(req("mock"), &CreatePolicy::new(cwd.clone())).unwrap();
         assert_eq!(s.agent, AgentKind::Mock);
         assert_eq!(s.agent_mode, "build");
         assert_eq!(s.permission_mode, "bypass");
@@ -232,35 +298,70 @@ mod tests {
 
     #[test]
     fn bad_values_are_rejected_with_the_right_kind() {
-        let cwd = std::env::temp_dir();
         assert!(matches!(
-            SessionSettings::validate(req("claude"), &cwd),
+            SessionSettings::validate(req("claude"), &policy()),
             Err(SessionError::UnsupportedAgent(_))
         ));
         let mut r = req("codebuff");
         r.agent_mode = Some("turbo".into());
         assert!(matches!(
-            SessionSettings::validate(r, &cwd),
+            SessionSettings::validate(r, &policy()),
             Err(SessionError::ModeNotSupported(_))
         ));
         let mut r = req("codebuff");
         r.permission_mode = Some("plan".into());
         assert!(matches!(
-            SessionSettings::validate(r, &cwd),
+            SessionSettings::validate(r, &policy()),
             Err(SessionError::ModeNotSupported(_))
         ));
         let mut r = req("codebuff");
         r.directory = Some("/definitely/not/here".into());
         assert!(matches!(
-            SessionSettings::validate(r, &cwd),
+            SessionSettings::validate(r, &policy()),
             Err(SessionError::InvalidRequest(_))
         ));
         let mut r = req("mock");
         r.timeout_seconds = Some(-1.0);
         assert!(matches!(
-            SessionSettings::validate(r, &cwd),
+            SessionSettings::validate(r, &policy()),
             Err(SessionError::InvalidRequest(_))
         ));
+    }
+
+    #[test]
+    fn nul_characters_are_refused_wherever_they_would_reach_the_agent() {
+        let mut r = req("mock");
+        r.model = Some("m\0x".into());
+        let err = SessionSettings::validate(r, &policy()).unwrap_err();
+        assert!(err.to_string().contains("`model`"), "{err}");
+        let mut r = req("mock");
+        r.env.insert("A".into(), "b\0c".into());
+        let err = SessionSettings::validate(r, &policy()).unwrap_err();
+        assert!(err.to_string().contains("NUL"), "{err}");
+    }
+
+    #[test]
+    fn env_values_too_long_for_a_process_are_refused() {
+        let mut r = req("mock");
+        r.env.insert("BIG".into(), "x".repeat(200 * 1024));
+        let err = SessionSettings::validate(r, &policy()).unwrap_err();
+        assert!(matches!(err, SessionError::InvalidRequest(_)), "{err}");
+        let mut r = req("mock");
+        r.env.insert("OK".into(), "x".repeat(64 * 1024));
+        assert!(SessionSettings::validate(r, &policy()).is_ok());
+    }
+
+    #[test]
+    fn loader_variables_need_the_daemons_opt_in() {
+        let mut r = req("mock");
+        r.env.insert("LD_PRELOAD".into(), "/tmp/evil.so".into());
+        let err = SessionSettings::validate(r.clone(), &policy()).unwrap_err();
+        assert!(err.to_string().contains("--allow-loader-env"), "{err}");
+        let open = CreatePolicy {
+            allow_loader_env: true,
+            ..policy()
+        };
+        assert!(SessionSettings::validate(r, &open).is_ok());
     }
 
     #[test]
@@ -270,7 +371,7 @@ mod tests {
         r.model = Some("m".into());
         r.timeout_seconds = Some(12.5);
         r.env.insert("A".into(), "b".into());
-        let s = SessionSettings::validate(r, &std::env::temp_dir()).unwrap();
+        let s = SessionSettings::validate(r, &policy()).unwrap();
         let json = s.to_json();
         assert!(!json.to_string().contains("sk-secret"));
         let back = SessionSettings::from_json(&json).unwrap();
@@ -282,7 +383,7 @@ mod tests {
     fn debug_never_shows_the_api_key() {
         let mut r = req("mock");
         r.api_key = Some("sk-secret".into());
-        let s = SessionSettings::validate(r, &std::env::temp_dir()).unwrap();
+        let s = SessionSettings::validate(r, &policy()).unwrap();
         assert!(!format!("{s:?}").contains("sk-secret"));
     }
 }

@@ -107,11 +107,11 @@ impl Daemon {
         Daemon::launch(cmd, token.map(str::to_owned), data_dir)
     }
 
-    /// Spawns `cmd` (a `codebuffd server` command line) in a new session and waits for the
-    /// address it announces.
+    /// Spawns `cmd` (a `codebuffd server` command line) in a new session and waits for its
+    /// ready signal: the JSON line `{"event":"listening","address":…}` on stdout.
     fn launch(mut cmd: Command, token: Option<String>, data_dir: PathBuf) -> Daemon {
         cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
         unsafe {
@@ -121,22 +121,26 @@ impl Daemon {
             });
         }
         let mut child = cmd.spawn().expect("start codebuffd");
+        let stdout = child.stdout.take().expect("stdout");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut sent = false;
-            for line in BufReader::new(stderr).lines() {
+            for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if !sent {
-                    if let Some(at) = line.find("address=") {
-                        let addr: String = line[at + 8..]
-                            .chars()
-                            .take_while(|c| !c.is_whitespace())
-                            .collect();
-                        let _ = tx.send(addr);
+                let ready: Option<Value> = serde_json::from_str(&line).ok();
+                match ready {
+                    Some(v) if !sent && v["event"] == "listening" => {
+                        let _ = tx.send(v["address"].as_str().unwrap_or_default().to_owned());
                         sent = true;
                     }
+                    _ => panic!("the daemon printed something else on stdout: {line}"),
                 }
+            }
+        });
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
                 if std::env::var_os("CODEBUFFD_TEST_LOG").is_some() {
                     eprintln!("[daemon] {line}");
                 }
