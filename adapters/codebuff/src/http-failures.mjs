@@ -27,7 +27,12 @@ export class HttpFailureRecorder {
   wrap(innerFetch) {
     const recorder = this
     return async function recordingFetch(input, init) {
-      const target = describe(input, init)
+      let target = null
+      try {
+        target = describe(input, init)
+      } catch {
+        // never let bookkeeping break a request
+      }
       const watched = target && recorder.origins.has(target.origin)
       let response
       try {
@@ -158,7 +163,8 @@ function describe(input, init) {
   } catch {
     return null
   }
-  const method = (init?.method ?? (typeof input === 'object' && input?.method) ?? 'GET').toUpperCase()
+  const requestMethod = input && typeof input === 'object' && typeof input.method === 'string' ? input.method : undefined
+  const method = String(init?.method ?? requestMethod ?? 'GET').toUpperCase()
   return { origin: url.origin, key: `${method} ${url.pathname}` }
 }
 

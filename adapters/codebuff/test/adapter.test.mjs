@@ -961,6 +961,147 @@ describe('unit', () => {
     assert.deepEqual(parseArgs(['--help']), { help: true })
   })
 
+  it('parseArgs: --stdin-turn takes nothing but --stream-json; after "--" it is a prompt', () => {
+    assert.deepEqual(parseArgs(['--stream-json', '--stdin-turn']), { stdinTurn: true, streamJson: true })
+    assert.deepEqual(parseArgs(['--stdin-turn']), { stdinTurn: true, streamJson: false })
+    assert.throws(() => parseArgs(['--stream-json', '--stdin-turn', '--max']), UsageError)
+    assert.equal(parseArgs(['--stream-json', '--', '--stdin-turn']).prompt, '--stdin-turn')
+  })
+
+  it('parseTurnLine: fields, defaults, modes; unknown fields ignored', () => {
+    const t = parseTurnLine(
+      JSON.stringify({
+        type: 'turn',
+        prompt: 'fix it',
+        mode: 'free',
+        model: null,
+        continue: 'abc',
+        timeoutSeconds: 3600,
+        cwd: '/w',
+        env: { PROJECT: 'demo' },
+        apiKey: 'k',
+        permissionMode: 'ask',
+        images: [{ path: 'a.png', mime: 'image/png' }, { path: 'b.jpg' }],
+        extra: true,
+      }),
+    )
+    assert.deepEqual(t, {
+      prompt: 'fix it',
+      mode: 'lite',
+      model: undefined,
+      continueId: 'abc',
+      timeoutSeconds: 3600,
+      cwd: '/w',
+      env: { PROJECT: 'demo' },
+      apiKey: 'k',
+      permissionMode: 'ask',
+      images: [{ path: 'a.png', mime: 'image/png' }, { path: 'b.jpg' }],
+      streamJson: true,
+    })
+    const d = parseTurnLine('{"type":"turn","prompt":""}')
+    assert.equal(d.mode, 'default')
+    assert.equal(d.permissionMode, 'bypass')
+    assert.deepEqual(d.images, [])
+    assert.equal(parseTurnLine('{"type":"turn","prompt":"p","mode":"build"}').mode, 'default')
+    for (const bad of ['[]', '{"prompt":"p"}', '{"type":"turn","prompt":"p","continue":""}', '{"type":"turn","prompt":"p","images":[{}]}']) {
+      assert.throws(() => parseTurnLine(bad), UsageError, bad)
+    }
+  })
+
+  it('isSensitiveFile: the CLI\'s list (keys, .env but not its templates, credential files)', () => {
+    for (const f of ['id_rsa', '.ssh/id_ed25519', 'id_ecdsa_old', '.env', 'app/.env.local', '.env.production', 'cert.pem', 'a/b.KEY', 'x.p12', 'x.pfx',
+      '.npmrc', '.netrc', '.pypirc', 'auth.json', 'credentials', '.aws/credentials', 'credentials.json', '.git-credentials', 'aws_credentials',
+      'my-kubeconfig.yaml', 'terraform.tfstate', 'secrets.yaml']) {
+      assert.equal(isSensitiveFile(f), true, f)
+    }
+    for (const f of ['id_rsa.pub', '.env.example', 'config/.env.sample', '.env.template', 'README.md', 'src/env.ts', 'keys.txt', 'environment.md', 'secrets.md']) {
+      assert.equal(isSensitiveFile(f), false, f)
+    }
+    assert.equal(isEnvTemplateFile('.env.example'), true)
+    assert.equal(isEnvTemplateFile('.env'), false)
+  })
+
+  it('dropSensitiveBlocks: removes the result blocks of sensitive files only', () => {
+    const out = 'notes.txt:\n1:ordinary\n\nid_rsa:\n2:SECRET\n3:more\n\n.env.example:\n1:API_TOKEN=\n\n[Results limited]'
+    assert.equal(dropSensitiveBlocks(out), 'notes.txt:\n1:ordinary\n\n\n.env.example:\n1:API_TOKEN=\n\n[Results limited]')
+  })
+
+  it('PermissionRelay: matches the override to its tool_call by path/command, answers by requestId, EOF rejects', async () => {
+    const printed = []
+    const relay = new PermissionRelay({ emit: (e) => printed.push(e) })
+    relay.announce({ type: 'tool_call', toolCallId: 't1', toolName: 'write_file', input: { path: 'a.txt', content: 'x' } })
+    relay.announce({ type: 'tool_call', toolCallId: 't2', toolName: 'write_file', input: { path: 'b.txt', content: 'y' } })
+    relay.announce({ type: 'tool_call', toolCallId: 't3', toolName: 'read_files', input: { paths: ['a'] } })
+    // The SDK asks for b.txt first (a.txt's edit failed before reaching the client, say).
+    const pb = relay.ask('write_file', { type: 'file', path: 'b.txt', content: 'y' })
+    assert.equal(printed.length, 1)
+    assert.equal(printed[0].toolCallId, 't2')
+    assert.deepEqual(printed[0].input, { path: 'b.txt', content: 'y' })
+    relay.acceptMessage({ type: 'permission_reply', requestId: 'unknown', decision: 'allow' })
+    relay.acceptMessage({ type: 'permission_reply', requestId: printed[0].requestId, decision: 'maybe' })
+    relay.acceptMessage({ type: 'permission_reply', requestId: printed[0].requestId, decision: 'reject', message: 'no' })
+    assert.deepEqual(await pb, { allowed: false, message: 'no' })
+    const pa = relay.ask('write_file', { type: 'patch', path: 'a.txt', content: '@@' })
+    assert.equal(printed[1].toolCallId, 't1')
+    relay.acceptMessage({ type: 'permission_reply', requestId: printed[1].requestId, decision: 'allow' })
+    assert.deepEqual(await pa, { allowed: true })
+    const pc = relay.ask('run_terminal_command', { command: 'ls', mode: 'assistant', process_type: 'SYNC' })
+    assert.equal(printed[2].toolCallId, null, 'no tool_call announced')
+    relay.endOfInput()
+    assert.deepEqual(await pc, { allowed: false, message: 'stdin closed' })
+    assert.deepEqual(await relay.ask('write_file', { path: 'c' }), { allowed: false, message: 'stdin closed' })
+    assert.equal(printed.length, 3, 'nothing printed after EOF')
+    assert.deepEqual(describeRequest('apply_patch', { operation: { type: 'create_file', path: 'n.txt', diff: '+x' } }), {
+      kind: 'edit',
+      title: 'Create n.txt',
+      paths: ['n.txt'],
+    })
+  })
+
+  it('HttpFailureRecorder + describeFailure: the backend\'s words for the failure that ended the run', async () => {
+    const recorder = new HttpFailureRecorder({ origins: ['https://www.codebuff.com'] })
+    const responses = {
+      '/api/v1/token-count': () => new Response('{"error":"busy"}', { status: 503, statusText: 'Service Unavailable' }),
+      '/api/v1/chat/completions': () =>
+        new Response('{"error":"rate_limited","message":"Slow down"}', { status: 429, statusText: 'Too Many Requests' }),
+      '/api/v1/agent-runs': () => new Response('{}', { status: 200 }),
+    }
+    const f = recorder.wrap(async (url) => {
+      const u = new URL(url)
+      if (u.pathname === '/down') throw new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED' } })
+      return responses[u.pathname]()
+    })
+    await f('https://www.codebuff.com/api/v1/token-count', { method: 'POST' })
+    await f('https://www.codebuff.com/api/v1/chat/completions', { method: 'POST' })
+    await f('https://www.codebuff.com/api/v1/agent-runs', { method: 'POST' })
+    await f('https://us.i.posthog.com/api/v1/chat/completions', { method: 'POST' }).catch(() => {})
+    await recorder.settle()
+    const rec = recorder.failureFor(undefined, 'Failed after 4 attempts. Last error: Too Many Requests')
+    assert.equal(rec.status, 429)
+    assert.deepEqual(describeFailure({ message: 'Agent run error: Failed after 4 attempts. Last error: Too Many Requests', recorded: rec }), {
+      code: 'rate_limited',
+      message: 'Slow down',
+      statusCode: 429,
+    })
+    // A later success of the same request supersedes its failure.
+    responses['/api/v1/token-count'] = () => new Response('{"inputTokens":1}', { status: 200 })
+    await f('https://www.codebuff.com/api/v1/token-count', { method: 'POST' })
+    assert.equal(recorder.failureFor(503, 'x'), null)
+    // Unrelated messages do not pick a recorded failure.
+    assert.equal(recorder.failureFor(undefined, 'terminated'), null)
+    await assert.rejects(f('https://www.codebuff.com/down'))
+    const net = recorder.failureFor(503, 'Network request failed')
+    assert.equal(net.kind, 'network')
+    assert.deepEqual(describeFailure({ statusCode: 503, message: 'Network request failed', recorded: net }), {
+      code: 'network_error',
+      message: 'Cannot reach the Codebuff backend (https://www.codebuff.com): ECONNREFUSED',
+    })
+    assert.deepEqual(describeFailure({ message: 'Agent run error: Cannot read properties of undefined' }), {
+      code: 'internal',
+      message: 'Cannot read properties of undefined',
+    })
+  })
+
   it('EventTranslator: "\\n" is dropped only right after a tool event', () => {
     const out = []
     const t = new EventTranslator({ emit: (e) => out.push(e), sessionId: 's' })
