@@ -65,7 +65,7 @@ impl BrowserGuard {
             return true;
         };
         let name = host_name(host).to_ascii_lowercase();
-        allowed.iter().any(|a| *a == name)
+        allowed.contains(&name)
             || name.ends_with(".localhost")
             || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
