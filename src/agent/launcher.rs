@@ -80,6 +80,13 @@ impl Launcher {
         }
     }
 
+    /// The same launcher running `program` as the mock agent (`program mock-agent …`): for an
+    /// engine hosted by another executable than `codebuffd` (in-process tests).
+    pub fn with_mock_program(mut self, program: PathBuf) -> Launcher {
+        self.self_exe = program;
+        self
+    }
+
     /// The bundled adapter's directory.
     pub fn adapter_dir(&self) -> &Path {
         &self.adapter_dir
