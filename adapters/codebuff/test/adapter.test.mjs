@@ -19,6 +19,7 @@ import {
   killGroup,
   afterReady,
   writeLine,
+  killGroupAndWait,
   ADAPTER_BIN,
   READY_RE,
 } from './harness.mjs'
@@ -86,11 +87,17 @@ async function withScenario(name, body, { backendUrl, setup } = {}) {
         timeoutMs,
       }),
     )
+  let bodyFailed = true
   try {
-    return await body({ run, runTurn, backend, workspace, scenario, pids })
+    const outcome = await body({ run, runTurn, backend, workspace, scenario, pids })
+    bodyFailed = false
+    return outcome
   } finally {
-    for (const pid of pids) killGroup(pid)
+    const left = []
+    for (const pid of pids) left.push(...(await killGroupAndWait(pid)))
     await backend.stop()
+    // Checked only when the body passed (a failing body's error is the one worth seeing).
+    if (!bodyFailed) assert.deepEqual(left, [], 'processes of the adapter groups still running')
   }
 }
 
@@ -446,7 +453,8 @@ describe('runs against the fake backend', () => {
   })
 })
 
-describe('truthful endings: one fatal error, no finish', () => {
+// Concurrency 2: the unreachable-backend test spends ~8 s in the SDK's retry back-off, idle.
+describe('truthful endings: one fatal error, no finish', { concurrency: 2 }, () => {
   /** A port nothing listens on. */
   async function closedPort() {
     const net = await import('node:net')
@@ -895,14 +903,10 @@ describe('--stdin-turn', () => {
 
   it('a malformed turn line → invalid_arguments, exit 2, no request', async () => {
     await withScenario('text', async ({ runTurn, backend, workspace }) => {
+      // (Field-by-field validation is unit-tested with parseTurnLine.)
       const bad = [
         'not json',
-        JSON.stringify({ type: 'question', prompt: 'x' }),
-        JSON.stringify({ type: 'turn' }),
         JSON.stringify({ type: 'turn', prompt: 'x', mode: 'turbo' }),
-        JSON.stringify({ type: 'turn', prompt: 'x', timeoutSeconds: -1 }),
-        JSON.stringify({ type: 'turn', prompt: 'x', permissionMode: 'yolo' }),
-        JSON.stringify({ type: 'turn', prompt: 'x', env: { A: 1 } }),
         JSON.stringify({ type: 'turn', prompt: 'x', cwd: path.join(workspace.root, 'missing'), apiKey: 'k' }),
         JSON.stringify({ type: 'turn', prompt: 'x', cwd: workspace.workDir, apiKey: 'k', images: [{ path: 'nope.png' }] }),
       ]

@@ -49,6 +49,35 @@ export function killGroup(pid, signal = 'SIGKILL') {
   }
 }
 
+/** PIDs of the group's processes that are still running (not zombies), from /proc. */
+export function groupMembers(pgid) {
+  const members = []
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (Number(fields[2]) === pgid && fields[0] !== 'Z') members.push(Number(entry))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return members
+}
+
+/** Kills the group and waits (up to maxMs) until none of its processes runs; returns those left. */
+export async function killGroupAndWait(pgid, maxMs = 3000) {
+  killGroup(pgid)
+  const deadline = Date.now() + maxMs
+  let left = groupMembers(pgid)
+  while (left.length > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    killGroup(pgid)
+    left = groupMembers(pgid)
+  }
+  return left
+}
+
 /** True while any process of the group still exists. */
 export function groupAlive(pid) {
   try {
