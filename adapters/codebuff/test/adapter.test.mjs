@@ -836,10 +836,24 @@ describe('images', () => {
 })
 
 describe('--stdin-turn', () => {
-  it('the turn on stdin (after the ready line, no key in the environment) runs like the argv form', async () => {
+  it('the turn on stdin (after the ready line, no key in the environment) runs like the argv form; the SDK is loaded before the turn', async (t) => {
     await withScenario('text', async ({ runTurn, backend }) => {
-      const r = await runTurn({ turnWhen: afterReady(200) })
+      let idleRssKiB
+      let firstEventAt
+      const r = await runTurn({
+        turnWhen: async (child, getStderr) => {
+          await afterReady(300)(child, getStderr)
+          idleRssKiB = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'))[1])
+        },
+        onEvent: () => (firstEventAt ??= Date.now()),
+      })
       assert.equal(r.exitCode, 0, r.stderr)
+      // Warm start: the SDK import is paid before the turn line, so the first event follows the
+      // turn line much sooner than the process became ready.
+      const readyMs = Number(READY_RE.exec(r.stderr)[1])
+      const turnToFirstEvent = firstEventAt - r.turnWrittenAt
+      t.diagnostic(`spawn → ready ${readyMs} ms; turn line → first event ${turnToFirstEvent} ms; idle RSS ${idleRssKiB} KiB`)
+      assert.ok(turnToFirstEvent < readyMs, `turn → first event ${turnToFirstEvent} ms, spawn → ready ${readyMs} ms`)
       assert.deepEqual(types(r.events), ['start', 'text_delta', 'text_delta', 'text_delta', 'text_delta', 'text', 'finish'])
       assert.match(r.events[0].sessionId, UUID_RE)
       assert.equal(r.events.find((e) => e.type === 'text').text, 'Hello from the fake model.')
