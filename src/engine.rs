@@ -31,12 +31,18 @@ pub struct EngineConfig {
 /// A running engine.
 pub struct Engine {
     pub manager: Arc<SessionManager>,
+    /// The open-files limit of the process (raised to its hard limit at start).
+    pub open_files: u64,
 }
 
 impl Engine {
     /// Opens the store, restores this daemon's sessions and returns the running engine.
     /// Must be called within a tokio runtime (restored sessions start their actors).
     pub fn start(config: &EngineConfig) -> anyhow::Result<Engine> {
+        // Agents' pipes, clients and the store all take descriptors.
+        let open_files = raise_open_files_limit();
+        // What leaves a turn's process group is re-parented here, to be killed with it.
+        crate::agent::reaper::become_subreaper();
         let agent_state_dir = config.data_dir.join("agent-state");
         std::fs::create_dir_all(&agent_state_dir).with_context(|| {
             format!(
@@ -74,7 +80,10 @@ impl Engine {
         if restored > 0 {
             tracing::info!(sessions = restored, "restored stored sessions");
         }
-        Ok(Engine { manager })
+        Ok(Engine {
+            manager,
+            open_files,
+        })
     }
 
     /// Ends every running turn (recording its ending, killing its agent) and makes the store
@@ -84,5 +93,34 @@ impl Engine {
         if let Err(error) = self.manager.store().flush() {
             tracing::error!(%error, "the event store could not be flushed");
         }
+    }
+}
+
+/// Raises this process's soft limit of open files to its hard limit (agents' pipes, SSE
+/// clients and the store all take descriptors) and returns the limit now in force.
+pub fn raise_open_files_limit() -> u64 {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) => {
+            if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                return hard;
+            }
+            soft
+        }
+        Err(_) => 1024,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raising_the_open_files_limit_reaches_the_hard_limit() {
+        use nix::sys::resource::{getrlimit, Resource};
+        let now = raise_open_files_limit();
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        assert_eq!(soft, hard);
+        assert_eq!(now, soft);
     }
 }

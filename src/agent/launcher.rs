@@ -185,8 +185,24 @@ impl Launcher {
             .current_dir(&self.adapter_dir)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
-        let output = tokio::time::timeout(INSTALL_TIMEOUT, cmd.output())
-            .await
+        let child = {
+            let mut owned = super::reaper::OwnedChildren::lock();
+            let child = cmd
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| InstallError(format!("cannot run npm: {e}")))?;
+            if let Some(pid) = child.id() {
+                owned.insert(pid);
+            }
+            child
+        };
+        let pid = child.id();
+        let output = tokio::time::timeout(INSTALL_TIMEOUT, child.wait_with_output()).await;
+        if let Some(pid) = pid {
+            super::reaper::disown(pid);
+        }
+        let output = output
             .map_err(|_| InstallError("`npm ci` timed out".into()))?
             .map_err(|e| InstallError(format!("cannot run npm: {e}")))?;
         if !output.status.success() {

@@ -11,6 +11,7 @@ mod launcher;
 pub mod mock;
 mod process;
 pub mod procfs;
+pub mod reaper;
 
 pub use command::{agent_args, AgentCommandArgs, TurnCommand};
 pub use credentials::{Credential, CredentialSource};

@@ -40,6 +40,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout_at, Instant};
 
 use super::framing::{Frame, LineFramer};
+use super::reaper::{self, OwnedChildren};
 
 /// Bytes asked for per read of an output pipe (a pipe holds 64 KiB by default).
 const READ_CHUNK: usize = 32 * 1024;
@@ -182,9 +183,24 @@ impl AgentProcess {
             .process_group(0)
             // A backstop for the leader only; the group is killed by `GroupGuard`.
             .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe and touches no memory of the parent. The leader
+        // becomes a child subreaper, so what its descendants orphan stays in its tree (see
+        // `reaper`).
+        unsafe {
+            command.pre_exec(|| {
+                let _ = nix::sys::prctl::set_child_subreaper(true);
+                Ok(())
+            });
+        }
+        // Registered before anyone can take it for an orphan.
+        let mut owned = OwnedChildren::lock();
         let mut child = command
             .spawn()
             .map_err(|e| spawn_error(e, &spec.program, &spec.cwd))?;
+        if let Some(pid) = child.id() {
+            owned.insert(pid);
+        }
+        drop(owned);
         let raw_pid = child.id().and_then(|id| i32::try_from(id).ok());
         let Some(raw_pid) = raw_pid else {
             return Err(SpawnError::Io {
@@ -538,12 +554,15 @@ struct Supervisor {
 async fn supervise(mut sup: Supervisor) {
     let group = sup.guard.0.clone();
     let status = wait_for_leader(&mut sup.child, &group, &mut sup.kill_at).await;
+    reaper::disown(group.pgid.as_raw().unsigned_abs());
 
-    // The leader is reaped: kill what is left of its group, so the pipes reach EOF.
+    // The leader is reaped: kill what is left of its group, and what left the group (now
+    // re-parented to the daemon), so the pipes reach EOF.
     if let Err(error) = group.signal(Signal::SIGKILL) {
         tracing::warn!(pgid = %group.pgid, %error, "killing the agent's leftover processes failed");
     }
     group.finished.store(true, Ordering::Release);
+    reaper::reap_orphans(reaper::REAP_LIMIT).await;
     let grace_end = Instant::now() + PIPE_EOF_GRACE;
     let _ = sup.eof_deadline.send(Some(grace_end));
     reap_group_orphans(group.pgid, grace_end).await;

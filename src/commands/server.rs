@@ -11,9 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::config::DaemonConfig;
 use crate::engine::Engine;
-use crate::http::{
-    default_max_connections, raise_open_files_limit, router, serve, HttpOptions, ServeOptions,
-};
+use crate::http::{default_max_connections, router, serve, HttpOptions, ServeOptions};
 /// How long open connections get to finish after the sessions have stopped.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// How long a client may take to send a request's headers.
@@ -39,10 +37,9 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let address = listener.local_addr().unwrap_or(addr);
-    let open_files = raise_open_files_limit();
     let max_connections = config
         .max_connections
-        .unwrap_or_else(|| default_max_connections(open_files));
+        .unwrap_or_else(|| default_max_connections(engine.open_files));
     tracing::info!(
         %address,
         auth = config.token.is_some(),

@@ -25,7 +25,7 @@ use crate::session::SessionManager;
 
 pub use openapi::ApiDoc;
 pub use problem::Problem;
-pub use serve::{default_max_connections, raise_open_files_limit, serve, ServeOptions};
+pub use serve::{default_max_connections, serve, ServeOptions};
 
 /// What every handler gets.
 #[derive(Clone)]

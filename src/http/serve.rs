@@ -96,21 +96,6 @@ pub async fn serve(
     Ok(())
 }
 
-/// Raises this process's soft limit of open files to its hard limit (agents' pipes, SSE
-/// clients and the store all take descriptors) and returns the limit now in force.
-pub fn raise_open_files_limit() -> u64 {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) => {
-            if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-                return hard;
-            }
-            soft
-        }
-        Err(_) => 1024,
-    }
-}
-
 /// The default connection limit for an open-files limit: half of what is left after a
 /// reserve for the store, agents' pipes and everything else, at least 32, at most 16384.
 pub fn default_max_connections(open_files: u64) -> usize {
@@ -127,14 +112,5 @@ mod tests {
         assert_eq!(default_max_connections(1024), 384);
         assert_eq!(default_max_connections(100), 32);
         assert_eq!(default_max_connections(1 << 20), 16384);
-    }
-
-    #[test]
-    fn raising_the_open_files_limit_reaches_the_hard_limit() {
-        use nix::sys::resource::{getrlimit, Resource};
-        let now = raise_open_files_limit();
-        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
-        assert_eq!(soft, hard);
-        assert_eq!(now, soft);
     }
 }

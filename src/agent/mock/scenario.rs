@@ -39,6 +39,8 @@ pub(super) enum Scenario {
     Garbage,
     Huge,
     Flood,
+    /// Starts a process that leaves the turn's process group (`setsid`), then ends (or hangs).
+    Escape,
     /// Any other prompt: echoed whole.
     Default,
 }
@@ -64,6 +66,7 @@ impl Scenario {
             "garbage" => Scenario::Garbage,
             "huge" => Scenario::Huge,
             "flood" => Scenario::Flood,
+            "escape" => Scenario::Escape,
             _ => return (Scenario::Default, prompt),
         };
         (scenario, rest.trim_start())
@@ -82,6 +85,7 @@ impl Scenario {
             Scenario::Garbage => 1.5,
             Scenario::Huge => 4.0,
             Scenario::Flood => 5.0,
+            Scenario::Escape => 1.0,
             Scenario::Fail | Scenario::Crash | Scenario::Hang => 0.0,
         }
     }
@@ -141,6 +145,7 @@ pub(super) fn play(t: &mut Turn) -> Result<Outcome, EmitError> {
         Scenario::Garbage => garbage(t),
         Scenario::Huge => huge(t),
         Scenario::Flood => flood(t),
+        Scenario::Escape => escape(t),
     }
 }
 
@@ -322,6 +327,34 @@ fn crash(t: &mut Turn) -> Result<Outcome, EmitError> {
     eprintln!("mock-agent: crashing (SIGKILL)");
     let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGKILL);
     hang()
+}
+
+/// `escape [hang]`: starts `sleep 3600` in a session of its own (so outside the turn's process
+/// group, holding the turn's stdout open), says its pid (`escaped <pid>`), then ends the turn
+/// (or, with `hang`, never ends). The daemon must kill it all the same.
+fn escape(t: &mut Turn) -> Result<Outcome, EmitError> {
+    use std::os::unix::process::CommandExt;
+    let mut sleeper = std::process::Command::new("sleep");
+    sleeper.arg("3600").stdin(std::process::Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        sleeper.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::other)?;
+            Ok(())
+        });
+    }
+    let pid = match sleeper.spawn() {
+        Ok(child) => child.id(),
+        Err(e) => {
+            eprintln!("mock-agent: cannot start the escapee: {e}");
+            0
+        }
+    };
+    t.out.text(&format!("escaped {pid}"), None)?;
+    if t.arg.trim() == "hang" {
+        hang()
+    }
+    t.finished()
 }
 
 /// `hang`: never ends by itself (until a signal or `--timeout`).
