@@ -128,19 +128,20 @@ export async function main(argv = process.argv.slice(2)) {
   const turnLine = new Promise((resolve) => (resolveLine = resolve))
   const router = new StdinRouter({
     expectTurn: true,
-    onTurn: (line) => resolveLine(line),
+    // The timeout counts from the line's arrival, even if it came while the SDK was loading.
+    onTurn: (line) => resolveLine({ line, at: Date.now() }),
     onEndBeforeTurn: () => resolveLine(null),
     log,
   })
   const prepared = await prepareSdk()
   log(`ready for a turn (${Date.now() - startedAt} ms after start)`)
-  const line = await turnLine
-  if (line === null) {
+  const received = await turnLine
+  if (received === null) {
     // stdin closed before a turn: a spare that was not needed.
     router.close()
     return exitNow(EXIT.ok)
   }
-  const timeoutFrom = Date.now()
+  const { line, at: timeoutFrom } = received
   onSignal = (signal) => failEarly(`Run cancelled by ${signal}`, 'aborted', signalStatus(signal))
   let turn
   try {

@@ -72,7 +72,6 @@ export class PermissionRelay {
     this.log = log
     this.announced = [] // {toolCallId, toolName, key, input, claimed}
     this.waiters = new Map() // requestId -> resolve(reply | null)
-    this.early = new Map() // requestId -> reply that arrived before its request (ignored later)
     this.closed = null // why no more answers can come
     if (signal) {
       const onAbort = () => this.#closeAll('run aborted')

@@ -889,6 +889,26 @@ describe('--stdin-turn', () => {
     })
   })
 
+  it('SIGTERM before a turn → exit 143 without output', async () => {
+    await withScenario('text', async ({ backend, workspace, pids }) => {
+      const child = spawn(process.execPath, [ADAPTER_BIN, '--stream-json', '--stdin-turn'], {
+        env: adapterEnv({ backendUrl: backend.url, workspace, apiKey: null }),
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+      })
+      pids.push(child.pid)
+      let stdout = ''
+      let stderr = ''
+      child.stdout.on('data', (c) => (stdout += c))
+      child.stderr.on('data', (c) => (stderr += c))
+      await afterReady(0)(child, () => stderr)
+      child.kill('SIGTERM')
+      const [code, signal] = await new Promise((resolve) => child.once('close', (c, s) => resolve([c, s])))
+      assert.deepEqual([code, signal], [143, null], stderr)
+      assert.equal(stdout, '')
+    })
+  })
+
   it('the key stays secret: not in any command\'s environment, not in /proc/$PPID/environ, not on stdout/stderr; the SDK still authenticates', async () => {
     const key = 'cb-SECRET-key-Zx81Lq0w'
     await withScenario('secret_env', async ({ runTurn, backend, workspace }) => {
