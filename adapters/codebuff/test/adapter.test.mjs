@@ -455,14 +455,24 @@ describe('runs against the fake backend', () => {
 
 // Concurrency 2: the unreachable-backend test spends ~8 s in the SDK's retry back-off, idle.
 describe('truthful endings: one fatal error, no finish', { concurrency: 2 }, () => {
-  /** A port nothing listens on. */
+  /**
+   * A port nothing listens on: bindable now, and below the ephemeral range, so no backend that
+   * another test starts meanwhile (on port 0) can take it.
+   */
   async function closedPort() {
     const net = await import('node:net')
-    const server = net.createServer()
-    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-    const { port } = server.address()
-    await new Promise((resolve) => server.close(resolve))
-    return port
+    for (;;) {
+      const port = 20000 + Math.floor(Math.random() * 10000)
+      const server = net.createServer()
+      const ok = await new Promise((resolve) => {
+        server.once('error', () => resolve(false))
+        server.listen(port, '127.0.0.1', () => resolve(true))
+      })
+      if (ok) {
+        await new Promise((resolve) => server.close(resolve))
+        return port
+      }
+    }
   }
 
   const cases = [
