@@ -193,6 +193,7 @@ impl CodebuffConverter {
                     exit_code: outcome.exit_code,
                     signal: outcome.signal,
                     agent_id: None,
+                    code: None,
                     message: outcome.message.clone(),
                 }),
             })));
@@ -661,6 +662,7 @@ impl CodebuffConverter {
                     exit_code: None,
                     signal: None,
                     agent_id: e.agent_id,
+                    code: None,
                     message: None,
                 }),
             }),

@@ -15,6 +15,7 @@ mod sessions;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
+use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -51,16 +52,36 @@ pub struct HttpOptions {
     pub sse_keep_alive: std::time::Duration,
 }
 
-/// `GET /v1/health`.
+/// `GET /v1/health`: `ok`, or `degraded` with the cause while the event log cannot be written
+/// (503 then: sessions cannot take new turns until it can).
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Health {
+    /// `ok` or `degraded`.
     pub status: &'static str,
+    /// Why the daemon is degraded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/health", tag = "agents",
-    responses((status = 200, body = Health)))]
-pub async fn health() -> Json<Health> {
-    Json(Health { status: "ok" })
+    responses((status = 200, body = Health), (status = 503, body = Health)))]
+pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    match state.manager.store_trouble() {
+        None => (
+            StatusCode::OK,
+            Json(Health {
+                status: "ok",
+                cause: None,
+            }),
+        ),
+        Some(cause) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Health {
+                status: "degraded",
+                cause: Some(format!("the event log cannot be written: {cause}")),
+            }),
+        ),
+    }
 }
 
 async fn not_found() -> Problem {

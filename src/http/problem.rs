@@ -72,6 +72,9 @@ fn title(kind: &str) -> &'static str {
         "method_not_allowed" => "Method not allowed",
         "payload_too_large" => "Payload too large",
         "service_unavailable" => "Service unavailable",
+        "store_unavailable" => "Event log unavailable",
+        "host_not_allowed" => "Host not allowed",
+        "origin_not_allowed" => "Origin not allowed",
         _ => "Error",
     }
 }
@@ -129,6 +132,9 @@ impl From<SessionError> for Problem {
                 StatusCode::SERVICE_UNAVAILABLE,
                 detail,
             ),
+            SessionError::StoreUnavailable(_) => {
+                Problem::new("store_unavailable", StatusCode::SERVICE_UNAVAILABLE, detail)
+            }
             SessionError::Store(_) => Problem::new("stream_error", StatusCode::BAD_GATEWAY, detail),
         }
     }

@@ -86,6 +86,10 @@ pub(crate) struct Actor {
     /// Whether the store's write queue has room (a store whose appends can wait; see
     /// [`crate::store::EventStore::room`]).
     room: Option<watch::Receiver<bool>>,
+    /// Set when the log refused (or lost) this session's events: the converter is ahead of
+    /// the log, nothing more is appended until the session is resynchronised from the log
+    /// ([`Actor::resync`]).
+    pub(super) store_failure: Option<String>,
 }
 
 impl Actor {
@@ -112,6 +116,7 @@ impl Actor {
             drafts: Vec::new(),
             waiting: Vec::new(),
             exit: false,
+            store_failure: None,
         }
     }
 
@@ -121,6 +126,10 @@ impl Actor {
             self.recover(running).await;
         }
         while !self.exit {
+            if self.store_failure.is_some() {
+                self.resync().await;
+                continue;
+            }
             if self.ended().is_none() {
                 if let Some(next) = self.queue.pop_front() {
                     self.run_turn(next).await;
@@ -165,10 +174,16 @@ impl Actor {
         }
     }
 
-    /// Appends the pending drafts to the log and refreshes the live info.
-    pub(super) fn flush(&mut self) {
+    /// Appends the pending drafts to the log and refreshes the live info. Returns false when
+    /// the log refused them (or lost earlier ones): the drafts are dropped, and the session
+    /// appends nothing more until it is resynchronised from the log.
+    pub(super) fn flush(&mut self) -> bool {
+        if self.store_failure.is_some() {
+            self.drafts.clear();
+            return false;
+        }
         if self.drafts.is_empty() {
-            return;
+            return true;
         }
         let time: Arc<str> = format_time(time::OffsetDateTime::now_utc()).into();
         let native = self.converter.native_session_id();
@@ -186,10 +201,14 @@ impl Actor {
                     live.native_session_id = native.map(str::to_owned);
                 }
                 live.cost = self.converter.session_cost();
+                true
             }
             Err(error) => {
-                tracing::error!(session = %self.id, %error, "appending to the event log failed");
+                tracing::error!(session = %self.id, %error, "appending to the event log failed; the session waits for the log and resumes from it");
                 self.drafts.clear();
+                self.store_failure = Some(error.to_string());
+                self.set_status(SessionStatus::Failed);
+                false
             }
         }
     }
@@ -211,17 +230,43 @@ impl Actor {
         }
     }
 
+    /// Queues a message, or refuses it when the session has ended.
+    pub(super) fn enqueue(
+        &mut self,
+        prompt: String,
+        started: Option<oneshot::Sender<Result<u64, SessionError>>>,
+    ) {
+        match self.ended() {
+            Some(end) => {
+                if let Some(tx) = started {
+                    let _ = tx.send(Err(Self::ended_error(&end)));
+                }
+            }
+            None => self.queue.push_back(Queued { prompt, started }),
+        }
+    }
+
+    /// Marks the session terminated: no more turns; queued messages are refused.
+    pub(super) fn mark_terminated(&mut self) {
+        {
+            let mut live = self.shared.lock();
+            if live.end.is_some() {
+                return;
+            }
+            live.end = Some(EndState::Terminated);
+            live.status = SessionStatus::Ended;
+        }
+        for q in self.queue.drain(..) {
+            if let Some(tx) = q.started {
+                let _ = tx.send(Err(SessionError::Terminated));
+            }
+        }
+    }
+
     /// Handles a command while no turn runs.
     fn handle_idle(&mut self, cmd: Command) {
         match cmd {
-            Command::Message { prompt, started } => match self.ended() {
-                Some(end) => {
-                    if let Some(tx) = started {
-                        let _ = tx.send(Err(Self::ended_error(&end)));
-                    }
-                }
-                None => self.queue.push_back(Queued { prompt, started }),
-            },
+            Command::Message { prompt, started } => self.enqueue(prompt, started),
             Command::Answer {
                 question_id,
                 answers,
@@ -348,7 +393,11 @@ impl Actor {
             }
         };
         self.drafts.push(draft);
-        self.flush();
+        if !self.flush() {
+            return Err(SessionError::StoreUnavailable(
+                self.store_failure.clone().unwrap_or_default(),
+            ));
+        }
         Ok((question, line))
     }
 
@@ -379,18 +428,10 @@ impl Actor {
                     cost: self.converter.session_cost(),
                 },
             )));
+        // A log that refuses it gets it on resynchronisation.
         self.flush();
-        {
-            let mut live = self.shared.lock();
-            live.end = Some(EndState::Terminated);
-            live.status = SessionStatus::Ended;
-        }
+        self.mark_terminated();
         self.persist(None);
-        for q in self.queue.drain(..) {
-            if let Some(tx) = q.started {
-                let _ = tx.send(Err(SessionError::Terminated));
-            }
-        }
     }
 
     pub(super) fn end_session_error(&mut self, message: String) {

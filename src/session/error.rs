@@ -2,6 +2,15 @@
 
 use crate::store::StoreError;
 
+impl From<StoreError> for SessionError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(why) => SessionError::StoreUnavailable(why),
+            other => SessionError::Store(other),
+        }
+    }
+}
+
 /// Errors of the session layer.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -23,6 +32,9 @@ pub enum SessionError {
     AgentExited(String),
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// The event log cannot be written now; the daemon retries by itself.
+    #[error("the event log cannot be written now ({0}); try again when GET /v1/health says ok")]
+    StoreUnavailable(String),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
 }

@@ -17,6 +17,9 @@ pub enum SessionStatus {
     AwaitingInput,
     /// The session is over; it takes no more messages.
     Ended,
+    /// The event log could not take the session's events: its turn was stopped, and the
+    /// session is idle again once the log can be written (then the turn is recorded as failed).
+    Failed,
 }
 
 impl SessionStatus {
@@ -27,6 +30,7 @@ impl SessionStatus {
             SessionStatus::Running => "running",
             SessionStatus::AwaitingInput => "awaiting_input",
             SessionStatus::Ended => "ended",
+            SessionStatus::Failed => "failed",
         }
     }
 }
@@ -75,6 +79,7 @@ mod tests {
             SessionStatus::Running,
             SessionStatus::AwaitingInput,
             SessionStatus::Ended,
+            SessionStatus::Failed,
         ] {
             let json = serde_json::to_value(status).unwrap();
             assert_eq!(json, status.as_str());

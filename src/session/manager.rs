@@ -123,7 +123,7 @@ impl SessionManager {
         });
         self.ctx.store.create(&record).map_err(|e| match e {
             StoreError::AlreadyExists(id) => SessionError::AlreadyExists(id),
-            other => SessionError::Store(other),
+            other => SessionError::from(other),
         })?;
         let mut drafts = vec![settings.started_event()];
         let time = format_time(time::OffsetDateTime::now_utc()).into();
@@ -225,7 +225,17 @@ impl SessionManager {
         handle.tx.send(cmd).map_err(|_| SessionError::ShuttingDown)
     }
 
+    /// Why the event log cannot be written now, if it cannot (the store is degraded).
+    pub fn store_trouble(&self) -> Option<String> {
+        let health = self.ctx.store.health()?;
+        let why = health.borrow().as_deref().map(str::to_owned);
+        why
+    }
+
     fn check_open(&self, handle: &Handle) -> Result<(), SessionError> {
+        if let Some(why) = self.store_trouble() {
+            return Err(SessionError::StoreUnavailable(why));
+        }
         let live = handle.shared.lock();
         match &live.end {
             Some(EndState::Terminated) => Err(SessionError::Terminated),

@@ -1,13 +1,19 @@
 //! Bringing a session back from its log: the actor reads the log once ([`LogSummary`]),
 //! rebuilds its converter from it and ends the turn the log left open. Used after a daemon
-//! restart (the turn was interrupted).
+//! restart (the turn was interrupted), and after the log refused or lost some of the
+//! session's events (the turn failed with `store_error`, recorded once the log can be
+//! written again).
 
-use super::actor::Actor;
-use super::info::SessionStatus;
+use super::actor::{Actor, Command};
+use super::info::{EndState, SessionStatus};
 use super::recovery::LogSummary;
+use super::SessionError;
 use crate::agent::procfs;
 use crate::codebuff::CodebuffConverter;
 use crate::store::RunningProcess;
+use crate::universal::{
+    EventData, EventDraft, SessionEndReason, SessionEndedData, TerminatedBy, TurnStatus,
+};
 
 /// Events read from the log per page while summarizing it.
 const PAGE: usize = 1024;
@@ -29,6 +35,99 @@ impl Actor {
         );
         self.flush();
         self.persist(None);
+    }
+
+    /// Resynchronises the session with its log after the log refused or lost its events:
+    /// waits until the log can be written (serving what can be served meanwhile), rebuilds
+    /// the converter from the log, ends the turn the log left open as failed (`store_error`)
+    /// and records a `session.ended` the log is missing. If the log fails again, the run loop
+    /// comes back here.
+    pub(super) async fn resync(&mut self) {
+        let Some(cause) = self.store_failure.clone() else {
+            return;
+        };
+        self.set_status(SessionStatus::Failed);
+        if let Some(mut health) = self.ctx.store.health() {
+            loop {
+                if health.borrow_and_update().is_none() {
+                    break;
+                }
+                tokio::select! {
+                    changed = health.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                    }
+                    cmd = self.rx.recv() => match cmd {
+                        Some(cmd) => self.handle_while_failed(cmd),
+                        None => self.exit = true,
+                    },
+                }
+                if self.exit {
+                    return;
+                }
+            }
+        }
+        self.store_failure = None;
+        let summary = self.summarize_log().await;
+        self.restore_from(&summary);
+        let message = format!("the event log could not take this turn's events: {cause}");
+        self.drafts.extend(summary.close_open_turn(
+            TurnStatus::Failed,
+            Some("store_error"),
+            &message,
+        ));
+        let end = self.shared.lock().end.clone();
+        if let (Some(end), false) = (end, summary.session_ended) {
+            self.reject_stale_questions();
+            let (reason, terminated_by, message) = match end {
+                EndState::Terminated => (SessionEndReason::Terminated, TerminatedBy::Daemon, None),
+                EndState::Error(m) => (SessionEndReason::Error, TerminatedBy::Agent, Some(m)),
+            };
+            self.drafts
+                .push(EventDraft::synthetic(EventData::SessionEnded(
+                    SessionEndedData {
+                        reason,
+                        terminated_by,
+                        message,
+                        exit_code: None,
+                        stderr: None,
+                        cost: self.converter.session_cost(),
+                    },
+                )));
+        }
+        if !self.flush() {
+            return;
+        }
+        tracing::info!(session = %self.id, "the session is back in step with its event log");
+        self.persist(None);
+        for w in self.waiting.drain(..) {
+            let _ = w.send(());
+        }
+    }
+
+    /// Serves a request while the session waits for its log: nothing that needs the log.
+    fn handle_while_failed(&mut self, cmd: Command) {
+        let unavailable =
+            || SessionError::StoreUnavailable(self.store_failure.clone().unwrap_or_default());
+        match cmd {
+            Command::Message { prompt, started } => self.enqueue(prompt, started),
+            Command::Answer { reply, .. } | Command::Reject { reply, .. } => {
+                let _ = reply.send(Err(unavailable()));
+            }
+            Command::Cancel { reply } => {
+                let _ = reply.send(());
+            }
+            Command::Terminate { reply } => {
+                // Recorded once the log can be written.
+                self.mark_terminated();
+                let _ = reply.send(());
+            }
+            Command::Shutdown { reply } => {
+                self.waiting.push(reply);
+                self.exit = true;
+            }
+        }
     }
 
     /// Reads the whole log (off the runtime's threads) into a summary.
@@ -64,7 +163,7 @@ impl Actor {
     }
 
     /// Rebuilds the converter and the live info from a summary of the log.
-    fn restore_from(&mut self, summary: &LogSummary) {
+    pub(super) fn restore_from(&mut self, summary: &LogSummary) {
         self.converter = CodebuffConverter::restored(
             summary.last_item,
             summary.turns,

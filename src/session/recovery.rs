@@ -103,6 +103,17 @@ impl LogSummary {
     /// The events that end the open turn as interrupted: its open items completed as failed,
     /// then `turn.ended` with `status: "interrupted"` (rule 5). Empty when no turn is open.
     pub fn interrupted_turn(&self, message: &str) -> Vec<EventDraft> {
+        self.close_open_turn(TurnStatus::Interrupted, None, message)
+    }
+
+    /// The events that end the open turn with `status` (and `code`, when given): its open
+    /// items completed as failed, then `turn.ended`. Empty when no turn is open.
+    pub fn close_open_turn(
+        &self,
+        status: TurnStatus,
+        code: Option<&str>,
+        message: &str,
+    ) -> Vec<EventDraft> {
         let Some(turn) = &self.open_turn else {
             return Vec::new();
         };
@@ -119,12 +130,13 @@ impl LogSummary {
             phase: TurnPhase::Ended,
             turn_id: turn.turn_id.clone(),
             metadata: Some(TurnMetadata {
-                status: TurnStatus::Interrupted,
+                status,
                 cost: Cost::default(),
                 cost_reported: false,
                 exit_code: None,
                 signal: None,
                 agent_id: None,
+                code: code.map(str::to_owned),
                 message: Some(message.to_owned()),
             }),
         })));

@@ -16,6 +16,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::actor::{Actor, Queued};
 use super::info::SessionStatus;
+use super::SessionError;
 use crate::agent::{procfs, AgentProcess, ExitInfo, OutputStream, ProcessEvent, TurnLaunch};
 use crate::codebuff::{CodebuffConverter, Stream, TurnOutcome};
 use crate::store::RunningProcess;
@@ -190,7 +191,15 @@ impl Actor {
         let first = self.shared.lock().event_count + 1;
         self.converter
             .begin_turn(Some(&queued.prompt), &mut self.drafts);
-        self.flush();
+        if !self.flush() {
+            // Not even the turn's start could be recorded: no agent runs; the run loop waits
+            // for the log and records the turn as failed.
+            if let Some(tx) = queued.started {
+                let why = self.store_failure.clone().unwrap_or_default();
+                let _ = tx.send(Err(SessionError::StoreUnavailable(why)));
+            }
+            return;
+        }
         if let Some(tx) = queued.started {
             let _ = tx.send(Ok(first));
         }
@@ -226,6 +235,16 @@ impl Actor {
                 (outcome, None)
             }
         };
+        if self.store_failure.is_some() {
+            // The log lost part of this turn: the run loop ends it from the log once the log
+            // can be written (`resync`).
+            match stop {
+                Some(StopReason::Terminated) => self.mark_terminated(),
+                Some(StopReason::Shutdown) => self.exit = true,
+                _ => {}
+            }
+            return;
+        }
         // A fatal failure (credentials, credits) ends the session with the turn.
         let fatal = self.converter.fatal_error().map(|(_, m)| m.to_owned());
         if fatal.is_some() {
@@ -286,8 +305,18 @@ impl Actor {
         tokio::pin!(turn_timer, idle_timer);
         let mut stop: Option<StopReason> = None;
         let mut exit: Option<ExitInfo> = None;
+        // A store that can fail says so here, even while the agent prints nothing.
+        let mut health = self.ctx.store.health();
 
         while exit.is_none() {
+            if stop.is_none() {
+                if let Some(why) = self.store_failure.clone() {
+                    stop = Some(StopReason::StoreFailed(format!(
+                        "the event log could not take this turn's events: {why}"
+                    )));
+                    process.stop(Signal::SIGTERM, limits.stop_grace);
+                }
+            }
             tokio::select! {
                 event = process.next_event() => {
                     let mut event = event;
@@ -324,6 +353,18 @@ impl Actor {
                             stop = Some(StopReason::Shutdown);
                             process.stop(Signal::SIGTERM, limits.stop_grace);
                         }
+                    }
+                }
+                changed = async { health.as_mut()?.changed().await.ok() }, if health.is_some() && stop.is_none() => {
+                    let Some(()) = changed else {
+                        health = None;
+                        continue;
+                    };
+                    let trouble = health.as_ref().and_then(|h| h.borrow().as_deref().map(str::to_owned));
+                    if let Some(why) = trouble {
+                        // The log refused queued events, this session's among them, maybe.
+                        self.store_failure = Some(why);
+                        self.set_status(SessionStatus::Failed);
                     }
                 }
                 _ = &mut turn_timer, if deadline.is_some() && stop.is_none() => {

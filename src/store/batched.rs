@@ -147,7 +147,7 @@ impl EventStore for BatchedStore {
 
     fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
         self.log(&record.session_id)?;
-        self.writer.check()?;
+        // Also while degraded: the writer keeps the record and writes it on recovery.
         self.writer.send(Op::Put {
             record: record.clone(),
         })
@@ -187,6 +187,16 @@ impl EventStore for BatchedStore {
     ) -> Result<u64, StoreError> {
         let log = self.log(session_id)?;
         let _appending = log.appending();
+        // The epoch first: a failure after it refuses these events (their sequences are
+        // reused); a failure before it is seen by `check`.
+        let epoch = self.writer.epoch();
+        self.writer.check()?;
+        if log.rewind_unless(epoch) {
+            // The appender must learn that what it appended last is not in the log.
+            return Err(StoreError::Unavailable(
+                "the event log failed and lost this session's latest events".into(),
+            ));
+        }
         let first = log.tail().last() + 1;
         if drafts.is_empty() {
             return Ok(first - 1);
@@ -203,6 +213,7 @@ impl EventStore for BatchedStore {
                 log: log.clone(),
                 events,
                 done: Some(done),
+                epoch,
             })?;
             // Everything is committed now: trim here, not on the writer thread.
             log.tail().trim();
@@ -211,6 +222,7 @@ impl EventStore for BatchedStore {
                 log: log.clone(),
                 events,
                 done: None,
+                epoch,
             })?;
             if self.options.visible_after_commit {
                 // The writer shows them once committed.
@@ -272,6 +284,10 @@ impl EventStore for BatchedStore {
 
     fn room(&self) -> Option<watch::Receiver<bool>> {
         Some(self.writer.room())
+    }
+
+    fn health(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
+        Some(self.writer.health())
     }
 }
 
@@ -336,6 +352,10 @@ macro_rules! delegate_event_store {
 
             fn room(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
                 self.0.room()
+            }
+
+            fn health(&self) -> Option<tokio::sync::watch::Receiver<Option<std::sync::Arc<str>>>> {
+                self.0.health()
             }
         }
     };
@@ -529,29 +549,123 @@ mod tests {
         assert_eq!(store.read("s", 990, 100).unwrap().len(), 11);
     }
 
+    /// Waits (up to 5 s, else panics) until the store's health is `healthy`.
+    fn wait_health(store: &BatchedStore, healthy: bool) -> Option<Arc<str>> {
+        let mut health = store.health().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let seen = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                health.wait_for(|h| h.is_none() == healthy),
+            )
+            .await
+            .expect("the store's health changes in time")
+            .unwrap();
+            seen.clone()
+        })
+    }
+
+    fn stored_sequences(db: &FakeDb, id: &str) -> Vec<u64> {
+        let events = db.events.lock().unwrap();
+        events
+            .keys()
+            .filter(|(s, _)| s == id)
+            .map(|(_, seq)| *seq)
+            .collect()
+    }
+
     #[test]
-    fn a_failing_database_fails_the_store_without_a_gap() {
-        let (db, store) = session_store(StoreOptions::default());
+    fn a_failing_database_degrades_the_store_which_recovers_without_a_gap() {
+        let options = StoreOptions {
+            visible_after_commit: true,
+            ..StoreOptions::default()
+        };
+        let (db, store) = session_store(options);
+        assert_eq!(store.health().unwrap().borrow().clone(), None);
         store.append("s", &mut drafts(3), "t".into(), None).unwrap();
         store.flush().unwrap();
         db.broken.store(true, Ordering::SeqCst);
-        // Ordinary events are accepted (and visible) before the failure is known …
+        // Ordinary events are accepted before the failure is known …
         store.append("s", &mut drafts(2), "t".into(), None).unwrap();
-        // … but flush reports it once the retries are spent, and the store then refuses writes.
-        let error = store.flush().unwrap_err().to_string();
-        assert!(error.contains("disk on fire"), "{error}");
+        // … flush reports it once the retries are spent, and the store is degraded.
+        let error = store.flush().unwrap_err();
+        assert!(
+            matches!(&error, StoreError::Unavailable(why) if why.contains("disk on fire")),
+            "{error:?}"
+        );
+        let why = wait_health(&store, false).unwrap();
+        assert!(why.contains("disk on fire"), "{why}");
+        // While degraded, appends and creates are refused at once …
+        let refused = store.append("s", &mut drafts(1), "t".into(), None);
+        assert!(
+            matches!(refused, Err(StoreError::Unavailable(_))),
+            "{refused:?}"
+        );
+        assert!(matches!(
+            store.create(&record("t")),
+            Err(StoreError::Unavailable(_))
+        ));
+        // … session records are kept aside …
+        let mut r = record("s");
+        r.turns = 7;
+        store.put_session(&r).unwrap();
+        // … and readers saw nothing that was not committed.
+        assert_eq!(stored_sequences(&db, "s"), vec![1, 2, 3]);
+        assert_eq!(store.read("s", 0, 10).unwrap().len(), 3);
+        assert_eq!(store.last_sequence("s").unwrap(), 3);
+
+        // The database works again: the store probes, writes the kept record, recovers.
         db.broken.store(false, Ordering::SeqCst);
-        let error = store
-            .append("s", &mut drafts(1), "t".into(), None)
-            .unwrap_err();
-        assert!(error.to_string().contains("can no longer be written"));
-        assert!(store.create(&record("t")).is_err());
-        assert!(store.put_session(&record("s")).is_err());
-        // Nothing after the failed batch reached the database: no hole.
-        assert_eq!(db.events.lock().unwrap().len(), 3);
-        // Reads still work.
-        assert_eq!(store.read("s", 0, 10).unwrap().len(), 5);
-        assert_eq!(store.load_sessions().unwrap().len(), 1);
+        wait_health(&store, true);
+        assert_eq!(db.records.lock().unwrap()["s"].turns, 7);
+        // The appender hears once that its last events were lost; then appends follow the
+        // last committed event: no gap, no duplicate.
+        let lost = store.append("s", &mut drafts(2), "t".into(), None);
+        assert!(
+            matches!(&lost, Err(StoreError::Unavailable(why)) if why.contains("lost")),
+            "{lost:?}"
+        );
+        assert_eq!(
+            store.append("s", &mut drafts(2), "t".into(), None).unwrap(),
+            5
+        );
+        store.flush().unwrap();
+        assert_eq!(stored_sequences(&db, "s"), vec![1, 2, 3, 4, 5]);
+        let read: Vec<u64> = store
+            .read("s", 0, 10)
+            .unwrap()
+            .iter()
+            .map(|e| e.sequence)
+            .collect();
+        assert_eq!(read, vec![1, 2, 3, 4, 5]);
+        assert!(store.create(&record("t")).is_ok());
+    }
+
+    #[test]
+    fn events_stamped_before_a_failure_are_never_written_after_it() {
+        let (db, store) = session_store(StoreOptions::default());
+        store.append("s", &mut drafts(2), "t".into(), None).unwrap();
+        store.flush().unwrap();
+        // Hold the writer inside a commit, queue events behind it, then fail that commit.
+        let gate = db.gate.lock().unwrap();
+        store.append("s", &mut drafts(1), "t".into(), None).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        store.append("s", &mut drafts(1), "t".into(), None).unwrap();
+        db.broken.store(true, Ordering::SeqCst);
+        drop(gate);
+        wait_health(&store, false);
+        db.broken.store(false, Ordering::SeqCst);
+        wait_health(&store, true);
+        assert!(store.append("s", &mut drafts(1), "t".into(), None).is_err());
+        assert_eq!(
+            store.append("s", &mut drafts(1), "t".into(), None).unwrap(),
+            3
+        );
+        store.flush().unwrap();
+        assert_eq!(stored_sequences(&db, "s"), vec![1, 2, 3]);
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub use stored::{StoredEvent, StoredRaw};
 pub const DEFAULT_DATABASE: &str = "codebuffd.db";
 
 /// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("session `{0}` has no log")]
     UnknownSession(String),
@@ -40,6 +40,9 @@ pub enum StoreError {
     AlreadyExists(String),
     #[error("storage failure: {0}")]
     Backend(String),
+    /// The store cannot write now (a full disk, a lost database); it tries again by itself.
+    #[error("the event log cannot be written now: {0}")]
+    Unavailable(String),
 }
 
 /// What the store keeps about a session besides its events: everything `SessionInfo` shows,
@@ -160,6 +163,13 @@ pub trait EventStore: Send + Sync + 'static {
     /// writer): a receiver of whether it has room. An appender on an async runtime waits for
     /// `true` first, so a full queue holds up its task, not a runtime thread.
     fn room(&self) -> Option<watch::Receiver<bool>> {
+        None
+    }
+
+    /// For a store that can fail and recover (a durable one): a receiver of its health,
+    /// `None` while it writes, else why it cannot (it is then *degraded*: appends and creates
+    /// are refused with [`StoreError::Unavailable`] until it writes again, by itself).
+    fn health(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
         None
     }
 }

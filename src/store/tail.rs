@@ -32,6 +32,8 @@ pub(crate) struct SessionLog {
     /// Held for a whole append, so a later append cannot become visible before an earlier
     /// one that waits for its commit.
     appending: Mutex<()>,
+    /// The store's epoch at this log's last append (see [`SessionLog::rewind_unless`]).
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 /// Recent events, contiguous, ending at `last`.
@@ -47,8 +49,9 @@ pub(crate) struct Tail {
     read_since: Instant,
     read_window: Duration,
     capacity: usize,
-    /// `session.ended` was appended: nothing more will be, so keep nothing once committed.
-    closed: bool,
+    /// The sequence of an appended `session.ended`: nothing more will be appended, so keep
+    /// nothing once committed.
+    closed_at: Option<u64>,
 }
 
 impl SessionLog {
@@ -66,11 +69,12 @@ impl SessionLog {
                 read_since: Instant::now(),
                 read_window: READ_WINDOW,
                 capacity,
-                closed: false,
+                closed_at: None,
             }),
             visible,
             visible_on_commit,
             appending: Mutex::new(()),
+            epoch: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -121,7 +125,7 @@ impl SessionLog {
                 tail.last_commit_from = tail.committed + 1;
                 tail.committed = sequence;
             }
-            if tail.closed {
+            if tail.closed_at.is_some() {
                 tail.evict();
             }
             tail.overfull()
@@ -130,6 +134,39 @@ impl SessionLog {
             self.show_up_to(sequence);
         }
         overfull
+    }
+
+    /// After a failure of the store (its epoch moved on from this log's), forgets the events
+    /// that were never committed: their sequences are free again, and the next append follows
+    /// the last committed event. Call with the appending lock held. (Readers of a store that
+    /// shows events before their commit may have seen the forgotten ones; readers of one that
+    /// shows events once committed never did.) Returns true when events were forgotten.
+    pub fn rewind_unless(&self, epoch: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.epoch.swap(epoch, Ordering::SeqCst) == epoch {
+            return false;
+        }
+        let (committed, lost) = {
+            let mut tail = self.tail();
+            let committed = tail.committed;
+            let lost = tail.last > committed;
+            while tail.events.back().is_some_and(|e| e.sequence > committed) {
+                tail.events.pop_back();
+            }
+            tail.last = committed;
+            if tail.closed_at.is_some_and(|at| at > committed) {
+                tail.closed_at = None;
+            }
+            (committed, lost)
+        };
+        self.visible.send_if_modified(|v| {
+            let over = *v > committed;
+            if over {
+                *v = committed;
+            }
+            over
+        });
+        lost
     }
 
     /// Trims the tail if it still holds far more than it should (see [`SessionLog::committed`]).
@@ -159,7 +196,9 @@ impl Tail {
             self.last = event.sequence;
             self.events.push_back(event.clone());
         }
-        self.closed |= closes;
+        if closes && self.closed_at.is_none() {
+            self.closed_at = Some(self.last);
+        }
         self.evict();
     }
 
@@ -173,7 +212,7 @@ impl Tail {
     /// after a trim).
     fn overfull(&self) -> bool {
         let most = (1 + READERS_KEPT as usize) * self.capacity;
-        !self.closed && self.events.len() > 2 * most
+        self.closed_at.is_none() && self.events.len() > 2 * most
     }
 
     /// Notes that a reader asked for the events from `from` on.
@@ -213,7 +252,7 @@ impl Tail {
     /// and not in the database. A reader too far behind, or paused, reads there.
     fn evict(&mut self) {
         self.forget_old_reads();
-        let (keep, below) = if self.closed {
+        let (keep, below) = if self.closed_at.is_some() {
             (0, self.committed + 1)
         } else {
             let wanted = self

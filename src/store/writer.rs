@@ -2,11 +2,19 @@
 //! queued as one transaction, so appends never wait for a sync per event.
 //!
 //! Operations are committed in the order they were queued, and a batch is committed whole or
-//! not at all, so the database always holds a prefix of the history of writes. A batch that
-//! still fails after retrying puts the store in a failed state: nothing more is written (which
-//! would leave a hole), and every later write reports the failure.
+//! not at all, so the database always holds a prefix of the history of writes.
+//!
+//! A batch that still fails after retrying (a full disk, a lost database) makes the store
+//! *degraded*: that batch and everything queued after it are refused (the events' sequences
+//! are free again: the next append of each session starts after its last committed event, see
+//! [`Writer::epoch`]), later appends are refused at once, session records are kept aside and
+//! written on recovery, and the thread probes the database every [`PROBE_INTERVAL`]. Once a
+//! probe commits, the store is healthy again. [`Writer::health`] says which it is. Only a
+//! writer thread that died (a panic) fails the store for good.
 
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -29,6 +37,12 @@ const RETRY_DELAYS_MS: &[u64] = &[50, 200, 1000, 2000, 4000];
 #[cfg(test)]
 const RETRY_DELAYS_MS: &[u64] = &[1, 1];
 
+/// How often a degraded store tries the database again.
+#[cfg(not(test))]
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+#[cfg(test)]
+const PROBE_INTERVAL: Duration = Duration::from_millis(20);
+
 /// One write of a batch, as the database sees it.
 pub(crate) enum Write<'a> {
     /// Insert a session record unless the id is taken.
@@ -47,6 +61,12 @@ pub(crate) trait BatchWriter: Send + 'static {
     /// Commits the writes in one transaction (all or nothing). Returns one flag per write:
     /// false for a `Create` whose id was taken (that write did nothing), true otherwise.
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError>;
+
+    /// Checks that the database takes writes again (a degraded store calls it until it
+    /// succeeds): by default an empty transaction.
+    fn probe(&mut self) -> Result<(), StoreError> {
+        self.commit(&[]).map(|_| ())
+    }
 }
 
 /// Where the result of an operation is sent once its batch is committed.
@@ -65,6 +85,9 @@ pub(crate) enum Op {
         log: Arc<SessionLog>,
         events: Vec<Arc<StoredEvent>>,
         done: Option<Reply<()>>,
+        /// The store's epoch when the events were stamped: events of an older epoch were
+        /// stamped before a failure freed their sequences, and are refused.
+        epoch: u64,
     },
     Flush {
         done: Reply<()>,
@@ -102,7 +125,7 @@ impl Op {
 
     /// Reports the outcome of the op's batch; `created` is the op's flag on success.
     fn complete(self, outcome: Result<bool, &StoreError>) {
-        let error = |e: &StoreError| StoreError::Backend(e.to_string());
+        let error = |e: &StoreError| e.clone();
         match self {
             Op::Create { done, .. } => {
                 let _ = done.send(outcome.map_err(error));
@@ -125,8 +148,14 @@ struct Shared {
     /// Events queued and not yet committed (or failed).
     pending: Mutex<usize>,
     drained: Condvar,
-    /// Why the store can no longer write, once it cannot.
+    /// Why the store cannot write now (degraded), if it cannot.
     failure: Mutex<Option<String>>,
+    /// The writer thread is gone: the store cannot write ever again.
+    dead: AtomicBool,
+    /// Bumped at every failure: sequences stamped before it are free again.
+    epoch: AtomicU64,
+    /// `None` while healthy, else why the store cannot write; changes wake watchers.
+    health: tokio::sync::watch::Sender<Option<Arc<str>>>,
     max_pending: usize,
     /// Whether the queue has room (below three quarters of `max_pending`): appenders on an
     /// async runtime wait for it without blocking a runtime thread (see [`Writer::room`]).
@@ -139,6 +168,26 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// The store cannot write (until a probe succeeds, unless the writer is dead).
+    fn degrade(&self, why: &str) {
+        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if failure.is_none() {
+            tracing::error!(error = %why, "the event log cannot be written; the store is degraded until it can");
+            *failure = Some(why.to_owned());
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+            self.health.send_replace(Some(why.into()));
+        }
+    }
+
+    /// The store writes again.
+    fn recover(&self) {
+        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if failure.take().is_some() {
+            tracing::info!("the event log can be written again");
+            self.health.send_replace(None);
+        }
     }
 
     /// Events queued and not yet committed.
@@ -178,6 +227,9 @@ impl Writer {
             pending: Mutex::new(0),
             drained: Condvar::new(),
             failure: Mutex::new(None),
+            dead: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
+            health: tokio::sync::watch::Sender::new(None),
             max_pending: max_pending.max(1),
             room: tokio::sync::watch::Sender::new(true),
         });
@@ -199,12 +251,24 @@ impl Writer {
         })
     }
 
-    /// Fails when the store can no longer write.
+    /// Fails when the store cannot write now.
     pub fn check(&self) -> Result<(), StoreError> {
         match self.shared.failure() {
-            Some(why) => Err(failed(&why)),
+            Some(why) if self.shared.dead.load(Ordering::Acquire) => Err(failed(&why)),
+            Some(why) => Err(StoreError::Unavailable(why)),
             None => Ok(()),
         }
+    }
+
+    /// The current epoch: it changes at every failure, after which the sequences of events
+    /// not committed before it are free again. Read it before [`Writer::check`] when stamping.
+    pub fn epoch(&self) -> u64 {
+        self.shared.epoch.load(Ordering::SeqCst)
+    }
+
+    /// A receiver of the store's health: `None` while it writes, else why it cannot.
+    pub fn health(&self) -> tokio::sync::watch::Receiver<Option<Arc<str>>> {
+        self.shared.health.subscribe()
     }
 
     /// Waits while too many events are queued (bounding memory), then counts `events` in.
@@ -278,8 +342,10 @@ struct Stopped(Arc<Shared>);
 impl Drop for Stopped {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            self.0.dead.store(true, Ordering::Release);
             let mut failure = self.0.failure.lock().unwrap_or_else(|p| p.into_inner());
-            failure.get_or_insert_with(|| "the store's writer stopped".to_owned());
+            let why = failure.get_or_insert_with(|| "the store's writer stopped".to_owned());
+            self.0.health.send_replace(Some(why.as_str().into()));
         }
         self.0.drained.notify_all();
         self.0.room.send_replace(true);
@@ -291,7 +357,8 @@ fn failed(why: &str) -> StoreError {
 }
 
 /// The writer thread: take everything queued (up to a cap, waiting up to [`GROUP_COMMIT`]
-/// after the last commit for more unless somebody waits), commit it, report, repeat.
+/// after the last commit for more unless somebody waits), commit it, report, repeat; when a
+/// batch cannot be committed, serve degraded until the database takes writes again.
 fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
     let mut last_commit = Instant::now() - GROUP_COMMIT;
     // Logs whose tail was far over its bound at a commit: trimmed once nothing is queued.
@@ -315,61 +382,123 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
                 Err(_) => break,
             }
         }
-        let outcome = match shared.failure() {
-            Some(why) => Err(failed(&why)),
-            None => commit_with_retries(backend.as_mut(), &ops),
-        };
-        if let Err(error) = &outcome {
-            let mut failure = shared.failure.lock().unwrap_or_else(|p| p.into_inner());
-            if failure.is_none() {
-                tracing::error!(%error, "the event log cannot be written; the store has failed");
-                *failure = Some(error.to_string());
-            }
-        }
-        match outcome {
-            Ok(flags) => {
-                // Each session's log learns once per batch how far it is committed, before
-                // anybody waiting hears of the commit (who then trims the tail, which only
-                // lets committed events go).
-                let mut logs: Vec<(&Arc<SessionLog>, u64)> = Vec::new();
-                for op in &mut ops {
-                    if let Op::Events { log, events, .. } = op {
-                        let last = events.last().map_or(0, |e| e.sequence);
-                        // Let go of the events while the tail still holds them all (it keeps
-                        // uncommitted events): dropping the last reference here, after the
-                        // appender trimmed them, would free on this thread memory other
-                        // threads allocated, contending for their malloc arenas.
-                        events.clear();
-                        let log: &Arc<SessionLog> = log;
-                        match logs.iter_mut().find(|(l, _)| Arc::ptr_eq(l, log)) {
-                            Some((_, seq)) => *seq = (*seq).max(last),
-                            None => logs.push((log, last)),
-                        }
-                    }
-                }
-                for (log, sequence) in logs {
-                    if log.committed(sequence) && !overfull.iter().any(|l| Arc::ptr_eq(l, log)) {
-                        overfull.push(log.clone());
-                    }
-                }
-                let mut flags = flags.into_iter();
-                for op in ops {
-                    let flag = if op.write().is_some() {
-                        flags.next().unwrap_or(true)
-                    } else {
-                        true
-                    };
-                    op.complete(Ok(flag));
-                }
-            }
+        // Events stamped before the last failure lost their sequences: refuse them.
+        let epoch = shared.epoch.load(Ordering::SeqCst);
+        let (stale, ops): (Vec<Op>, Vec<Op>) = ops
+            .into_iter()
+            .partition(|op| matches!(op, Op::Events { epoch: e, .. } if *e != epoch));
+        refuse(
+            stale,
+            &mut HashMap::new(),
+            "the event log failed before these events were written",
+        );
+        match commit_with_retries(backend.as_mut(), &ops) {
+            Ok(flags) => committed(ops, flags, &mut overfull),
             Err(error) => {
-                for op in ops {
-                    op.complete(Err(&error));
+                shared.degrade(&error.to_string());
+                let mut deferred = HashMap::new();
+                refuse(ops, &mut deferred, &error.to_string());
+                if !degraded(backend.as_mut(), &rx, shared, deferred) {
+                    break;
                 }
             }
         }
         shared.release(events);
         last_commit = Instant::now();
+    }
+}
+
+/// Reports a committed batch: each session's log learns once how far it is committed, before
+/// anybody waiting hears of the commit (who then trims the tail, which only lets committed
+/// events go).
+fn committed(mut ops: Vec<Op>, flags: Vec<bool>, overfull: &mut Vec<Arc<SessionLog>>) {
+    let mut logs: Vec<(&Arc<SessionLog>, u64)> = Vec::new();
+    for op in &mut ops {
+        if let Op::Events { log, events, .. } = op {
+            let last = events.last().map_or(0, |e| e.sequence);
+            // Let go of the events while the tail still holds them all (it keeps
+            // uncommitted events): dropping the last reference here, after the appender
+            // trimmed them, would free on this thread memory other threads allocated,
+            // contending for their malloc arenas.
+            events.clear();
+            let log: &Arc<SessionLog> = log;
+            match logs.iter_mut().find(|(l, _)| Arc::ptr_eq(l, log)) {
+                Some((_, seq)) => *seq = (*seq).max(last),
+                None => logs.push((log, last)),
+            }
+        }
+    }
+    for (log, sequence) in logs {
+        if log.committed(sequence) && !overfull.iter().any(|l| Arc::ptr_eq(l, log)) {
+            overfull.push(log.clone());
+        }
+    }
+    let mut flags = flags.into_iter();
+    for op in ops {
+        let flag = if op.write().is_some() {
+            flags.next().unwrap_or(true)
+        } else {
+            true
+        };
+        op.complete(Ok(flag));
+    }
+}
+
+/// Refuses ops that will not be written: their callers hear `why`; session records are kept
+/// in `deferred` (the newest per session) to be written on recovery. (The caller releases
+/// their events from the queue's count.)
+fn refuse(ops: Vec<Op>, deferred: &mut HashMap<String, SessionRecord>, why: &str) {
+    let error = StoreError::Unavailable(why.to_owned());
+    for op in ops {
+        match op {
+            Op::Put { record } => {
+                deferred.insert(record.session_id.clone(), record);
+            }
+            other => other.complete(Err(&error)),
+        }
+    }
+}
+
+/// Serves while the database takes no writes: refuses every op (keeping session records
+/// aside), and every [`PROBE_INTERVAL`] writes the kept records (or probes) until that
+/// commits. Returns false when the store was dropped meanwhile.
+fn degraded(
+    backend: &mut dyn BatchWriter,
+    rx: &Receiver<Op>,
+    shared: &Shared,
+    mut deferred: HashMap<String, SessionRecord>,
+) -> bool {
+    let why = shared.failure().unwrap_or_default();
+    let mut next_probe = Instant::now() + PROBE_INTERVAL;
+    loop {
+        let wait = next_probe.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(wait) {
+            Ok(op) => {
+                let events = op.event_count();
+                refuse(vec![op], &mut deferred, &why);
+                shared.release(events);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let records: Vec<&SessionRecord> = deferred.values().collect();
+                let result = if records.is_empty() {
+                    backend.probe()
+                } else {
+                    let writes: Vec<Write<'_>> = records.iter().map(|r| Write::Put(r)).collect();
+                    backend.commit(&writes).map(|_| ())
+                };
+                match result {
+                    Ok(()) => {
+                        shared.recover();
+                        return true;
+                    }
+                    Err(error) => {
+                        tracing::debug!(%error, "the event log still cannot be written");
+                        next_probe = Instant::now() + PROBE_INTERVAL;
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => return false,
+        }
     }
 }
 

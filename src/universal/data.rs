@@ -89,6 +89,10 @@ pub struct TurnMetadata {
     /// The agent id the run's `finish` named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// A stable code for why the turn did not complete (`store_error`, the agent's own error
+    /// code, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     /// A human-readable reason when the turn did not complete normally.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -1,0 +1,428 @@
+//! When the event log cannot be written, nothing is dropped silently: the running turn is
+//! stopped, the session says `failed`, `GET /v1/health` says `degraded` with the cause, new
+//! turns get 503; once the log can be written again the turn is recorded as failed
+//! (`store_error`), the session goes on, and nothing a client saw is lost or changed.
+//!
+//! Two ways to fail: a real daemon whose data directory is a small tmpfs filled up mid-turn
+//! (needs root to mount it, as `.ci/run` has; skipped with a notice otherwise), and an
+//! in-process engine over a store told to fail.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use codebuffd::agent::Launcher;
+use codebuffd::session::{CreateRequest, Limits, SessionContext, SessionManager, SessionStatus};
+use codebuffd::store::{EventStore, MemoryStore, SessionRecord, StoreError, StoredEvent};
+use codebuffd::universal::EventDraft;
+use serde_json::{json, Value};
+use support::daemon::{Daemon, TempDir};
+use tokio::sync::watch;
+
+// ---------------------------------------------------------------------------------------------
+// A full disk under a real daemon.
+
+/// A tmpfs mounted for one test, unmounted (lazily, so a busy file cannot block it) on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (e.g. `24m`), or says why it cannot.
+    fn mount(size: &str) -> Result<Tmpfs, String> {
+        let uid = Command::new("id")
+            .arg("-u")
+            .output()
+            .map_err(|e| e.to_string())?;
+        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+            return Err("not root".into());
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "codebuffd-tmpfs-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .map_err(|e| e.to_string())?;
+        if !status.success() {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(format!("mount exited with {status}"));
+        }
+        Ok(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Fills the file system of `dir` completely with `filler`.
+fn fill(filler: &Path) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(filler).expect("create the filler");
+    let chunk = vec![0u8; 64 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    // The last partial blocks too.
+    let byte = [0u8; 1];
+    while file.write_all(&byte).is_ok() {}
+    let _ = file.sync_all();
+}
+
+async fn health(d: &Daemon) -> (u16, Value) {
+    let resp = d.get("/v1/health").await;
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn wait_health(d: &Daemon, want: u16, limit: Duration) -> Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let (status, body) = health(d).await;
+        if status == want {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "health never answered {want}: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every event an SSE client reads from `offset` 0 until `stop` is set, as (sequence, JSON).
+fn follow(d: &Daemon, id: &str) -> (tokio::task::JoinHandle<Vec<(u64, Value)>>, Arc<AtomicBool>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let url = d.url(&format!("/v1/sessions/{id}/events/sse"));
+    let http = d.http.clone();
+    let done = stop.clone();
+    let task = tokio::spawn(async move {
+        use futures_util::StreamExt;
+        let mut seen = Vec::new();
+        let Ok(resp) = http.get(url).send().await else {
+            return seen;
+        };
+        let mut body = resp.bytes_stream();
+        let mut buf = String::new();
+        while !done.load(Ordering::SeqCst) {
+            let next = tokio::time::timeout(Duration::from_millis(200), body.next()).await;
+            let chunk = match next {
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(_) => break,
+                Err(_) => continue,
+            };
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buf.find("\n\n") {
+                let block: String = buf.drain(..end + 2).collect();
+                if let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    let event: Value = serde_json::from_str(data).expect("SSE data is JSON");
+                    seen.push((event["sequence"].as_u64().unwrap_or(0), event));
+                }
+            }
+        }
+        seen
+    });
+    (task, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_when_space_returns() {
+    let fs = match Tmpfs::mount("24m") {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("NOTICE: skipping the full-disk test: cannot mount a tmpfs ({why}); run as root, as .ci/run does");
+            return;
+        }
+    };
+    let data = fs.0.join("data");
+    let d = Daemon::start_in(&data, &[]);
+    d.create("full", json!({"agent": "mock"})).await;
+    d.message("full", "echo before").await;
+    d.wait_turns_ended("full", 1).await;
+    let (reader, stop_reader) = follow(&d, "full");
+
+    // A slow stream of deltas: the turn is well under way when the disk fills.
+    d.message("full", "flood 100000 400").await;
+    d.wait_for("full", Duration::from_secs(20), |e| {
+        e["type"] == "item.delta" && e["sequence"].as_u64().unwrap_or(0) > 60
+    })
+    .await;
+    let filler = fs.0.join("filler");
+    fill(&filler);
+
+    let degraded = wait_health(&d, 503, Duration::from_secs(30)).await;
+    assert_eq!(degraded["status"], "degraded");
+    let cause = degraded["cause"].as_str().unwrap_or("");
+    assert!(
+        cause.contains("full") || cause.contains("space"),
+        "the cause says the disk is full: {cause}"
+    );
+    let info = d
+        .wait_status("full", "failed", Duration::from_secs(20))
+        .await;
+    assert_eq!(info["ended"], false);
+    // New turns and sessions are refused while the log cannot be written.
+    let resp = d
+        .post(
+            "/v1/sessions/full/messages",
+            json!({"message": "echo during"}),
+        )
+        .await;
+    assert_eq!(resp.status(), 503);
+    let problem: Value = resp.json().await.unwrap();
+    assert_eq!(problem["type"], "urn:sandbox-agent:error:store_unavailable");
+    let resp = d.post("/v1/sessions/other", json!({"agent": "mock"})).await;
+    assert_eq!(resp.status(), 503);
+    // The flooding agent was stopped: nothing of the daemon's but the daemon runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while support::procs::session_members(d.pid()).len() > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the agent of the failed turn still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Space returns: the daemon recovers by itself and records how the turn ended.
+    std::fs::remove_file(&filler).expect("remove the filler");
+    let ok = wait_health(&d, 200, Duration::from_secs(20)).await;
+    assert_eq!(ok["status"], "ok");
+    let events = d.wait_turns_ended("full", 2).await;
+    let ended: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn.ended")
+        .collect();
+    let metadata = &ended[1]["data"]["metadata"];
+    assert_eq!(metadata["status"], "failed");
+    assert_eq!(metadata["code"], "store_error");
+    assert!(
+        metadata["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("event log"),
+        "{metadata}"
+    );
+    d.wait_status("full", "idle", Duration::from_secs(10)).await;
+    d.message("full", "echo after").await;
+    let events = d.wait_turns_ended("full", 3).await;
+    let last_end = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "turn.ended")
+        .unwrap();
+    assert_eq!(last_end["data"]["metadata"]["status"], "completed");
+
+    // Dense, and everything the SSE client saw is in the log, unchanged.
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["sequence"].as_u64(), Some(i as u64 + 1), "dense log");
+    }
+    stop_reader.store(true, Ordering::SeqCst);
+    let seen = reader.await.unwrap();
+    assert!(
+        seen.len() > 60,
+        "the client saw the turn's events: {}",
+        seen.len()
+    );
+    let log: BTreeMap<u64, &Value> = events
+        .iter()
+        .map(|e| (e["sequence"].as_u64().unwrap(), e))
+        .collect();
+    for (seq, event) in &seen {
+        assert_eq!(
+            log.get(seq),
+            Some(&event),
+            "event {seq} the client saw is in the log"
+        );
+    }
+
+    d.stop();
+    // No corrupt database.
+    let conn = rusqlite::Connection::open(data.join("codebuffd.db")).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    drop(conn);
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A store that is told to fail, under an in-process engine.
+
+/// The in-memory store, with a switch that makes it refuse appends (as a degraded durable
+/// store does) and a health receiver that says so.
+struct FailingStore {
+    inner: MemoryStore,
+    failing: AtomicBool,
+    health: watch::Sender<Option<Arc<str>>>,
+}
+
+impl FailingStore {
+    fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+        self.health
+            .send_replace(failing.then(|| Arc::from("disk on fire")));
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("disk on fire".into()));
+        }
+        Ok(())
+    }
+}
+
+impl EventStore for FailingStore {
+    fn create(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.create(record)
+    }
+    fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
+        self.inner.put_session(record)
+    }
+    fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.inner.load_sessions()
+    }
+    fn flush(&self) -> Result<(), StoreError> {
+        self.check()
+    }
+    fn append(
+        &self,
+        session_id: &str,
+        drafts: &mut Vec<EventDraft>,
+        time: Arc<str>,
+        native_session_id: Option<&str>,
+    ) -> Result<u64, StoreError> {
+        self.check()?;
+        self.inner
+            .append(session_id, drafts, time, native_session_id)
+    }
+    fn read(
+        &self,
+        id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Arc<StoredEvent>>, StoreError> {
+        self.inner.read(id, after, limit)
+    }
+    fn last_sequence(&self, id: &str) -> Result<u64, StoreError> {
+        self.inner.last_sequence(id)
+    }
+    fn subscribe(&self, id: &str) -> Result<watch::Receiver<u64>, StoreError> {
+        self.inner.subscribe(id)
+    }
+    fn health(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
+        Some(self.health.subscribe())
+    }
+}
+
+fn events(store: &FailingStore, id: &str) -> Vec<Value> {
+    store
+        .read(id, 0, 100_000)
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::from_str(&e.json(false)).unwrap())
+        .collect()
+}
+
+async fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works() {
+    let state = TempDir::new("failing-store");
+    let store = Arc::new(FailingStore {
+        inner: MemoryStore::new(),
+        failing: AtomicBool::new(false),
+        health: watch::Sender::new(None),
+    });
+    let launcher =
+        Launcher::new(None, None).with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
+    let ctx = SessionContext::from_env(
+        store.clone(),
+        Arc::new(launcher),
+        Limits::default(),
+        state.path().to_path_buf(),
+        "test".into(),
+        false,
+    );
+    let manager = SessionManager::new(ctx);
+    let request = CreateRequest {
+        agent: "mock".into(),
+        directory: Some(state.path().display().to_string()),
+        ..CreateRequest::default()
+    };
+    manager.create("s", request).await.unwrap();
+    manager
+        .send_message("s", "flood 100000 400".into())
+        .unwrap();
+    wait_until("the turn under way", Duration::from_secs(20), || {
+        events(&store, "s").len() > 40
+    })
+    .await;
+    store.set_failing(true);
+    wait_until("the session to fail", Duration::from_secs(20), || {
+        manager.info("s").unwrap().status == SessionStatus::Failed
+    })
+    .await;
+    let refused = manager.send_message("s", "echo during".into());
+    assert!(
+        matches!(
+            refused,
+            Err(codebuffd::session::SessionError::StoreUnavailable(_))
+        ),
+        "{refused:?}"
+    );
+    let before = events(&store, "s").len();
+    // The agent was stopped: the log stays as it is while the store fails.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(events(&store, "s").len(), before);
+
+    store.set_failing(false);
+    wait_until(
+        "the turn to be recorded as failed",
+        Duration::from_secs(20),
+        || {
+            events(&store, "s").iter().any(|e| {
+                e["type"] == "turn.ended" && e["data"]["metadata"]["code"] == "store_error"
+            })
+        },
+    )
+    .await;
+    wait_until("the session to be idle", Duration::from_secs(10), || {
+        manager.info("s").unwrap().status == SessionStatus::Idle
+    })
+    .await;
+    manager.send_message("s", "echo after".into()).unwrap();
+    wait_until("the next turn", Duration::from_secs(20), || {
+        events(&store, "s")
+            .iter()
+            .filter(|e| e["type"] == "turn.ended")
+            .count()
+            == 2
+    })
+    .await;
+    let all = events(&store, "s");
+    let ends: Vec<&Value> = all.iter().filter(|e| e["type"] == "turn.ended").collect();
+    assert_eq!(ends[0]["data"]["metadata"]["status"], "failed");
+    assert_eq!(ends[1]["data"]["metadata"]["status"], "completed");
+    // Every item that started was completed (the failed turn's open items as failed).
+    let started = all.iter().filter(|e| e["type"] == "item.started").count();
+    let completed = all.iter().filter(|e| e["type"] == "item.completed").count();
+    assert_eq!(started, completed);
+    manager.shutdown(Duration::from_secs(5)).await;
+}
