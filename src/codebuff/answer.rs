@@ -1,4 +1,4 @@
-//! The `ask_user` answer lines the daemon writes to a running agent's stdin (`codebuff-agent.md` §4).
+//! The `ask_user` answer lines the daemon writes to a running agent's stdin (`docs/agent-command.md` §4).
 
 use serde_json::{json, Value};
 

@@ -1,4 +1,4 @@
-//! `PrintModeEvent`: one line of a Codebuff agent command's output (`codebuff-agent.md` §2).
+//! `PrintModeEvent`: one line of a Codebuff agent command's output (`docs/codebuff-events.md` §1).
 //!
 //! Known types are parsed into typed structs (lenient about optional fields and legacy shapes);
 //! fork types and unknown types are accepted and kept whole as [`OtherEvent`]. Fields a typed

@@ -1,5 +1,5 @@
 //! What Codebuff's tools mean for universal content: file references from tool inputs and
-//! results, failure detection, and `ask_user` questions (`codebuff-agent.md` §2.2, §4).
+//! results, failure detection, and `ask_user` questions (`docs/codebuff-events.md` §1.2, `docs/agent-command.md` §4).
 
 use serde_json::Value;
 

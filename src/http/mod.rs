@@ -1,5 +1,5 @@
 //! The `/v1` HTTP API: routes, SSE, auth, CORS, body limits and problem documents
-//! (`spec/http-api.md`). The only layer that knows about HTTP.
+//! (`docs/http-api.md`). The only layer that knows about HTTP.
 
 mod agents;
 mod auth;

@@ -15,7 +15,7 @@ use super::data::{
     SessionEndedData, SessionStartedData, TurnData,
 };
 
-/// One recorded event: the envelope of `universal-events.md` §1 around an [`EventData`].
+/// One recorded event: the envelope of `docs/universal-events.md` §1 around an [`EventData`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct UniversalEvent {
     /// Per session, dense, from 1 (`event_id` is `"evt_" + sequence`).
@@ -94,7 +94,7 @@ impl Serialize for RawLine {
     }
 }
 
-/// The type and `data` of an event: one variant per type of `universal-events.md` §2.
+/// The type and `data` of an event: one variant per type of `docs/universal-events.md` §2.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventData {
     /// The session was created (always event 1, always synthetic).
@@ -125,7 +125,7 @@ pub enum EventData {
     AgentUnparsed(AgentUnparsedData),
 }
 
-/// The wire name of every event type, in `universal-events.md` §2 order.
+/// The wire name of every event type, in `docs/universal-events.md` §2 order.
 pub const EVENT_TYPES: [&str; 13] = [
     "session.started",
     "session.ended",

@@ -1,4 +1,4 @@
-//! The universal event model: what the daemon records and serves (`spec/universal-events.md`).
+//! The universal event model: what the daemon records and serves (`docs/universal-events.md`).
 //!
 //! This module is the bottom of the crate's dependency graph: it depends on nothing else in the
 //! crate and does no I/O. Every type serializes exactly as the spec says (key order, snake_case,

@@ -1,4 +1,4 @@
-//! The mock agent's side of the `ask_user` relay (`codebuff-agent.md` §4): waiting for the
+//! The mock agent's side of the `ask_user` relay (`docs/agent-command.md` §4): waiting for the
 //! daemon's answer line on stdin, turning it into the tool's result, and saying it back.
 //!
 //! Lines for another tool call and lines that do not parse are ignored (with a note on stderr);

@@ -1,6 +1,6 @@
 //! The mock agent (`codebuffd mock-agent`): a scripted stand-in for the Codebuff agent command.
 //!
-//! It honours the same contract as the real adapter (`codebuff-agent.md` §1): the flags, one
+//! It honours the same contract as the real adapter (`docs/agent-command.md`): the flags, one
 //! `PrintModeEvent` JSON object per stdout line, `ask_user` answers on stdin, `--continue`
 //! conversations, `--timeout`, SIGINT/SIGTERM and the exit codes. The prompt's first word picks
 //! a [`scenario`]. The daemon's `mock` agent, the tests and the benchmarks run it.

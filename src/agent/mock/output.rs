@@ -4,7 +4,7 @@
 //! terminal `finish` or the aborting `error`). [`Output`] serialises them behind one lock and,
 //! once the supervisor has written the last line, refuses further writes, so nothing follows
 //! `finish` or an abort. [`Emitter`] is the scenario's side: it builds the event shapes of
-//! `codebuff-agent.md` §2 and flushes after each line.
+//! `docs/codebuff-events.md` §1 and flushes after each line.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

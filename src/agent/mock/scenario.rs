@@ -1,7 +1,7 @@
 //! The mock agent's scenarios: the prompt's first word picks one, the rest is its argument.
 //!
 //! Each scenario is one function that plays a scripted turn in the event shapes of real
-//! Codebuff (`codebuff-agent.md` §2, fixtures in `fixtures/codebuff/`) after `start`, and says
+//! Codebuff (`docs/codebuff-events.md` §1, fixtures in `fixtures/codebuff/`) after `start`, and says
 //! how the run ended; the supervisor (`mod.rs`) writes the closing `finish`.
 
 use std::thread;

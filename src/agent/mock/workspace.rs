@@ -1,6 +1,6 @@
 //! The mock agent's real tool effects in the working directory (the `tools` and `subagent`
 //! scenarios): writing and patching files, reading them, running a shell command. Each returns
-//! the `tool_result` value Codebuff 0.10.7 produces (`codebuff-agent.md` §2.2), failures as
+//! the `tool_result` value Codebuff 0.10.7 produces (`docs/codebuff-events.md` §1.2), failures as
 //! `{"errorMessage": …}`.
 
 use std::fs;
