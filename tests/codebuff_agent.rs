@@ -7,10 +7,11 @@
 mod support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::daemon::{session_members, Daemon, DaemonOptions, TempDir};
+use support::daemon::{cmdline, Daemon, DaemonOptions, TempDir};
+use support::events::{assistant_texts, completed_items, deltas, of_type, part};
 use support::fake_backend::{adapter_dir, FakeBackend};
 use support::invariants::assert_well_formed;
 
@@ -88,46 +89,10 @@ fn credits(usd: f64) -> f64 {
     (usd * 1.055 * 100.0).round()
 }
 
-fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == ty).collect()
-}
-
-/// The items of the `item.completed` events.
-fn completed_items(events: &[Value]) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "item.completed")
-        .map(|e| &e["data"]["item"])
-        .collect()
-}
-
-fn part<'a>(item: &'a Value, ty: &str) -> Option<&'a Value> {
-    item["content"].as_array()?.iter().find(|p| p["type"] == ty)
-}
-
 fn tool_name(item: &Value) -> &str {
     part(item, "tool_call")
         .and_then(|p| p["name"].as_str())
         .unwrap_or("")
-}
-
-/// The completed assistant message texts, in order.
-fn assistant_texts(events: &[Value]) -> Vec<String> {
-    completed_items(events)
-        .into_iter()
-        .filter(|i| i["kind"] == "message" && i["role"] == "assistant")
-        .filter_map(|i| part(i, "text").and_then(|p| p["text"].as_str()))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The concatenated `item.delta`s of `item_id`.
-fn deltas_of(events: &[Value], item_id: &str) -> String {
-    events
-        .iter()
-        .filter(|e| e["type"] == "item.delta" && e["data"]["item_id"] == item_id)
-        .filter_map(|e| e["data"]["delta"].as_str())
-        .collect()
 }
 
 /// The `codebuff.start` status items' details, in order.
@@ -138,27 +103,6 @@ fn start_details(events: &[Value]) -> Vec<String> {
         .filter(|p| p["label"] == "codebuff.start")
         .filter_map(|p| p["detail"].as_str().map(str::to_owned))
         .collect()
-}
-
-/// Polls until no process but the daemon itself is left in its session.
-fn wait_only_daemon_left(d: &Daemon) -> Vec<i32> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let others: Vec<i32> = session_members(d.pid())
-            .into_iter()
-            .filter(|p| *p != d.pid())
-            .collect();
-        if others.is_empty() || Instant::now() > deadline {
-            return others;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn cmdline(pid: i32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,7 +122,7 @@ async fn a_text_turn_streams_the_answer_and_reports_its_cost() {
         .find(|i| i["kind"] == "message" && i["role"] == "assistant")
         .expect("an assistant message");
     let id = message["item_id"].as_str().unwrap();
-    assert_eq!(deltas_of(&events, id), want);
+    assert_eq!(deltas(&events, id).concat(), want);
     assert!(
         of_type(&events, "item.delta")
             .iter()
@@ -734,10 +678,7 @@ async fn terminate_mid_turn_kills_the_adapter_and_ends_the_session() {
         e["type"] == "item.delta" && e["data"]["delta"] == "Working"
     })
     .await;
-    let running: Vec<i32> = session_members(d.pid())
-        .into_iter()
-        .filter(|p| *p != d.pid())
-        .collect();
+    let running = d.agents();
     assert!(
         running
             .iter()
@@ -752,7 +693,7 @@ async fn terminate_mid_turn_kills_the_adapter_and_ends_the_session() {
     let events = d
         .wait_for("t7", LIMIT, |e| e["type"] == "session.ended")
         .await;
-    let left = wait_only_daemon_left(&d);
+    let left = d.wait_no_agents(Duration::from_secs(20)).await;
     assert!(
         left.is_empty(),
         "the adapter outlived the terminate: {:?}",

@@ -4,6 +4,7 @@ mod support;
 
 use serde_json::json;
 use support::daemon::Daemon;
+use support::events::{assistant_texts, turn_ends};
 use support::invariants::assert_well_formed;
 
 #[tokio::test]
@@ -15,19 +16,9 @@ async fn a_mock_echo_turn_runs_end_to_end() {
     d.message("s1", "echo hello from the test").await;
     let events = d.wait_turns_ended("s1", 1).await;
     assert_well_formed(&events);
-    let texts: Vec<&str> = events
-        .iter()
-        .filter(|e| e["type"] == "item.completed" && e["data"]["item"]["role"] == "assistant")
-        .filter_map(|e| e["data"]["item"]["content"][0]["text"].as_str())
-        .collect();
-    assert_eq!(texts, vec!["hello from the test"]);
-    let ended = events.iter().find(|e| e["type"] == "turn.ended").unwrap();
-    assert_eq!(ended["data"]["metadata"]["status"], "completed");
-    assert!(
-        ended["data"]["metadata"]["cost"]["credits"]
-            .as_f64()
-            .unwrap()
-            > 0.0
-    );
+    assert_eq!(assistant_texts(&events), vec!["hello from the test"]);
+    let ended = turn_ends(&events)[0];
+    assert_eq!(ended["status"], "completed");
+    assert!(ended["cost"]["credits"].as_f64().unwrap() > 0.0);
     d.stop();
 }

@@ -12,7 +12,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::daemon::{session_members, Daemon, DaemonOptions, TempDir};
+use support::api::assert_problem_body;
+use support::daemon::{cmdline, session_members, Daemon, DaemonOptions, TempDir};
+use support::events::{
+    assistant_texts, completed_items, count, deltas, of_type, part, turn_ends, types,
+};
 use support::invariants::assert_well_formed;
 
 /// Generous limit for anything that waits on the daemon (the machine is shared and loaded).
@@ -115,67 +119,15 @@ async fn all_events(d: &Daemon, id: &str) -> Vec<Value> {
     t.events
 }
 
-fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().filter_map(|e| e["type"].as_str()).collect()
-}
-
-fn count(events: &[Value], ty: &str) -> usize {
-    events.iter().filter(|e| e["type"] == ty).count()
-}
-
-fn of_type<'e>(events: &'e [Value], ty: &str) -> Vec<&'e Value> {
-    events.iter().filter(|e| e["type"] == ty).collect()
-}
-
 fn position(events: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
     events.iter().position(pred).expect("the event is there")
 }
 
-/// The items of every `item.completed`.
-fn completed(events: &[Value]) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "item.completed")
-        .map(|e| &e["data"]["item"])
-        .collect()
-}
-
 /// Completed items of one kind.
 fn completed_kind<'e>(events: &'e [Value], kind: &str) -> Vec<&'e Value> {
-    completed(events)
+    completed_items(events)
         .into_iter()
         .filter(|i| i["kind"] == kind)
-        .collect()
-}
-
-/// The first content part of `item` of type `ty`.
-fn part<'i>(item: &'i Value, ty: &str) -> Option<&'i Value> {
-    item["content"].as_array()?.iter().find(|p| p["type"] == ty)
-}
-
-/// Texts of the completed assistant `text` messages, in order.
-fn assistant_texts(events: &[Value]) -> Vec<String> {
-    completed_kind(events, "message")
-        .into_iter()
-        .filter(|i| i["role"] == "assistant")
-        .filter_map(|i| part(i, "text")?["text"].as_str().map(str::to_owned))
-        .collect()
-}
-
-/// The deltas of one item, in order.
-fn deltas<'e>(events: &'e [Value], item_id: &str) -> Vec<&'e str> {
-    events
-        .iter()
-        .filter(|e| e["type"] == "item.delta" && e["data"]["item_id"] == item_id)
-        .filter_map(|e| e["data"]["delta"].as_str())
-        .collect()
-}
-
-/// The `metadata` of every `turn.ended`.
-fn turn_ends(events: &[Value]) -> Vec<&Value> {
-    of_type(events, "turn.ended")
-        .into_iter()
-        .map(|e| &e["data"]["metadata"])
         .collect()
 }
 
@@ -196,33 +148,19 @@ fn assert_cost(cost: &Value, want_credits: f64) {
     );
 }
 
-/// Asserts that, with the daemon still running, its process session holds only the daemon.
-/// Called once the turns have ended; the bounded poll covers an agent that still winds down
-/// after its `finish` and the delivery of the SIGKILL the daemon sends to its leftover group.
+/// Asserts that, with the daemon still running, its process session holds only the daemon
+/// (called once the turns have ended).
 async fn assert_no_agent_left(d: &Daemon) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let members = session_members(d.pid());
-        if members == vec![d.pid()] {
-            return;
-        }
-        if Instant::now() > deadline {
-            let described: Vec<String> = members
-                .iter()
-                .map(|p| {
-                    let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                        .unwrap_or_default()
-                        .replace('\0', " ");
-                    format!("{p}: {cmd}")
-                })
-                .collect();
-            panic!(
-                "processes other than the daemon ({}) are alive: {described:?}",
-                d.pid()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let left = d.wait_no_agents(Duration::from_secs(10)).await;
+    let described: Vec<String> = left
+        .iter()
+        .map(|p| format!("{p}: {}", cmdline(*p)))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "processes other than the daemon ({}) are alive: {described:?}",
+        d.pid()
+    );
 }
 
 /// POSTs `body` and returns the status and the parsed body (null when empty).
@@ -245,12 +183,7 @@ async fn post(d: &Daemon, path: &str, body: Option<Value>) -> (u16, Value) {
 fn assert_problem(got: &(u16, Value), status: u16, kind: &str, detail: &str) {
     let (code, body) = got;
     assert_eq!(*code, status, "{body}");
-    assert_eq!(
-        body["type"],
-        format!("urn:sandbox-agent:error:{kind}"),
-        "{body}"
-    );
-    assert_eq!(body["status"], status, "{body}");
+    assert_problem_body(kind, body, status, kind);
     let d = body["detail"].as_str().unwrap_or("");
     assert!(d.contains(detail), "detail {d:?} should contain {detail:?}");
 }
@@ -258,7 +191,7 @@ fn assert_problem(got: &(u16, Value), status: u16, kind: &str, detail: &str) {
 /// Waits until the agent of the running turn has started (its `start` status item is recorded).
 async fn wait_agent_started(t: &mut Tail<'_>, turn: usize) -> Vec<Value> {
     t.until("the agent's start", |ev| {
-        completed(ev)
+        completed_items(ev)
             .iter()
             .filter(|i| part(i, "status").is_some_and(|p| p["label"] == "codebuff.start"))
             .count()
@@ -320,7 +253,7 @@ async fn stream_deltas_concatenate_to_the_completed_text() {
 async fn reasoning_streams_and_completes_before_the_answer() {
     let d = Daemon::start();
     let events = one_turn(&d, "reasoning The answer is blue.").await;
-    let reasoning: Vec<&Value> = completed(&events)
+    let reasoning: Vec<&Value> = completed_items(&events)
         .into_iter()
         .filter(|i| part(i, "reasoning").is_some())
         .collect();
@@ -454,7 +387,7 @@ async fn subagent_items_are_children_of_its_status_item() {
     assert_eq!(part(sub, "status").unwrap()["detail"], "File Picker");
     assert_eq!(sub["status"], "completed");
     let sub_id = sub["item_id"].as_str().unwrap();
-    let children: Vec<&Value> = completed(&events)
+    let children: Vec<&Value> = completed_items(&events)
         .into_iter()
         .filter(|i| i["parent_id"] == sub_id)
         .collect();

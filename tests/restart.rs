@@ -8,17 +8,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::daemon::{session_members, wait_session_empty, Daemon, TempDir};
+use support::events::{assert_dense, count, turn_ends};
 use support::invariants::assert_well_formed;
 
 fn store_arg(dir: &TempDir) -> String {
     format!("sqlite://{}", dir.path().join("codebuffd.db").display())
-}
-
-/// Sequences 1..=n, each exactly once.
-fn assert_dense(events: &[Value]) {
-    for (i, e) in events.iter().enumerate() {
-        assert_eq!(e["sequence"], i as u64 + 1, "event {i} out of place: {e}");
-    }
 }
 
 /// Starts `hang` in a new session and waits until its agent is running; returns the agent's
@@ -35,10 +29,7 @@ async fn start_hanging_turn(d: &Daemon, id: &str) -> Vec<i32> {
             && e["sequence"].as_u64() > Some(8)
     })
     .await;
-    let agents: Vec<i32> = session_members(d.pid())
-        .into_iter()
-        .filter(|p| *p != d.pid())
-        .collect();
+    let agents = d.agents();
     assert!(!agents.is_empty(), "the hanging agent runs");
     agents
 }
@@ -54,11 +45,7 @@ async fn check_recovered(d: &Daemon, id: &str, before: &[Value]) {
     assert_dense(&events);
     // Nothing recorded before the restart was lost or changed.
     assert_eq!(&events[..before.len()], before);
-    let ended: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "turn.ended")
-        .collect();
-    assert_eq!(ended.len(), 2, "one ending per turn");
+    assert_eq!(count(&events, "turn.ended"), 2, "one ending per turn");
     assert_well_formed(&events);
     let native = events
         .iter()
@@ -151,11 +138,11 @@ async fn a_daemon_stopped_mid_turn_ends_the_turn_and_resumes() {
     let d = Daemon::start_in(dir.path(), &["--store", &store]);
     let events = d.events("r2").await;
     // The ending was recorded by the stopping daemon; the new one adds nothing to it.
-    let interrupted: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["type"] == "turn.ended" && e["data"]["metadata"]["status"] == "interrupted")
-        .collect();
-    assert_eq!(interrupted.len(), 1);
+    let interrupted = turn_ends(&events)
+        .into_iter()
+        .filter(|m| m["status"] == "interrupted")
+        .count();
+    assert_eq!(interrupted, 1);
     check_recovered(&d, "r2", &before).await;
     let sessions: Value = d.get("/v1/sessions").await.json().await.unwrap();
     assert_eq!(sessions["sessions"][0]["sessionId"], "r2");

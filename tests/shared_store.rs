@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::daemon::{session_members, wait_session_empty, Daemon, TempDir};
+use support::events::assert_dense;
 
 const POSTGRES_URL: &str = "CODEBUFFD_TEST_POSTGRES_URL";
 
@@ -20,13 +21,6 @@ fn instance_id(data_dir: &Path) -> String {
         .expect("the instance id file")
         .trim()
         .to_owned()
-}
-
-/// Sequences 1..=n, each exactly once.
-fn assert_dense(events: &[Value]) {
-    for (i, e) in events.iter().enumerate() {
-        assert_eq!(e["sequence"], i as u64 + 1, "event {i} out of place: {e}");
-    }
 }
 
 async fn listed(d: &Daemon) -> Vec<String> {
@@ -93,10 +87,7 @@ async fn daemons_sharing_postgres_leave_each_others_sessions_alone() {
             && e["sequence"].as_u64() > Some(8)
     })
     .await;
-    let agents: Vec<i32> = session_members(a.pid())
-        .into_iter()
-        .filter(|p| *p != a.pid())
-        .collect();
+    let agents = a.agents();
     assert!(!agents.is_empty(), "A's agent runs");
     let before = a.events(&id).await;
     let owner_a = instance_id(dir_a.path());

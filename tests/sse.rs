@@ -1,140 +1,20 @@
-//! Server-sent events over real HTTP (`spec/http-api.md`, "SSE framing"): headers and framing,
+//! Server-sent events over real HTTP (`docs/http-api.md`, "SSE framing"): headers and framing,
 //! replay then live without gap or duplicate, `?offset` and `Last-Event-ID` resumption, paused
 //! readers, keep-alive comments, resources of dropped clients, and the per-turn stream of
 //! `POST …/messages/stream`.
 //!
-//! The stream is parsed here from the raw bytes: each event must be exactly an `id:` line, a
-//! `data:` line and a blank line.
+//! The stream is parsed from the raw bytes by [`support::sse::SseReader`]: each event must be
+//! exactly an `id:` line, a `data:` line and a blank line.
 
 mod support;
 
-use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 use support::daemon::{Daemon, DaemonOptions};
+use support::events::{assert_dense, assert_dense_from, assistant_texts, count, of_type};
 use support::invariants::assert_well_formed;
-
-/// Longest wait for any one frame (the machine is loaded; no timing is asserted).
-const FRAME_WAIT: Duration = Duration::from_secs(60);
-
-/// One SSE frame.
-#[derive(Debug, Clone, PartialEq)]
-enum Frame {
-    /// `id: <sequence>` then `data: <json>`.
-    Event { id: u64, data: Value },
-    /// A `: <text>` comment.
-    Comment(String),
-}
-
-/// A hand-rolled SSE reader over a reqwest byte stream.
-struct SseReader {
-    body: Pin<Box<dyn Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>>,
-    buf: Vec<u8>,
-    /// Start of the unconsumed bytes in `buf`.
-    pos: usize,
-    /// Where to resume looking for the end of the current frame.
-    scan: usize,
-}
-
-impl SseReader {
-    fn new(resp: reqwest::Response) -> SseReader {
-        SseReader {
-            body: Box::pin(resp.bytes_stream()),
-            buf: Vec::new(),
-            pos: 0,
-            scan: 0,
-        }
-    }
-
-    /// The next frame; `None` when the server closed the stream.
-    async fn next(&mut self) -> Option<Frame> {
-        loop {
-            let from = self.scan.max(self.pos);
-            if let Some(at) = self.buf[from..].windows(2).position(|w| w == b"\n\n") {
-                let end = from + at;
-                let frame = parse_block(&self.buf[self.pos..end]);
-                self.pos = end + 2;
-                self.scan = self.pos;
-                return Some(frame);
-            }
-            self.scan = self.buf.len().saturating_sub(1).max(self.pos);
-            if self.pos > 0 {
-                self.buf.drain(..self.pos);
-                self.scan -= self.pos;
-                self.pos = 0;
-            }
-            match tokio::time::timeout(FRAME_WAIT, self.body.next()).await {
-                Err(_) => panic!(
-                    "no SSE frame within {FRAME_WAIT:?}; buffered: {:?}",
-                    String::from_utf8_lossy(&self.buf)
-                ),
-                Ok(None) => {
-                    assert!(
-                        self.buf.is_empty(),
-                        "stream closed mid-frame: {:?}",
-                        String::from_utf8_lossy(&self.buf)
-                    );
-                    return None;
-                }
-                Ok(Some(Err(e))) => panic!("SSE body error: {e}"),
-                Ok(Some(Ok(chunk))) => self.buf.extend_from_slice(&chunk),
-            }
-        }
-    }
-
-    /// The next event, skipping comments; `None` at the end of the stream.
-    async fn next_event(&mut self) -> Option<(u64, Value)> {
-        loop {
-            match self.next().await? {
-                Frame::Event { id, data } => return Some((id, data)),
-                Frame::Comment(_) => {}
-            }
-        }
-    }
-
-    /// Events until (and including) the first of type `until`.
-    async fn events_until(&mut self, until: &str) -> Vec<Value> {
-        let mut out = Vec::new();
-        loop {
-            let (_, e) = self
-                .next_event()
-                .await
-                .unwrap_or_else(|| panic!("the stream closed before {until}"));
-            let done = e["type"] == until;
-            out.push(e);
-            if done {
-                return out;
-            }
-        }
-    }
-}
-
-/// Parses one frame (without its terminating blank line) and checks the framing.
-fn parse_block(block: &[u8]) -> Frame {
-    let text = std::str::from_utf8(block).expect("SSE frames are UTF-8");
-    let lines: Vec<&str> = text.split('\n').collect();
-    if lines.iter().all(|l| l.starts_with(':')) {
-        return Frame::Comment(lines[0][1..].trim_start().to_owned());
-    }
-    assert_eq!(lines.len(), 2, "an event is `id:` then `data:`: {text:?}");
-    let id = lines[0]
-        .strip_prefix("id: ")
-        .unwrap_or_else(|| panic!("first line is `id: `: {text:?}"));
-    let data = lines[1]
-        .strip_prefix("data: ")
-        .unwrap_or_else(|| panic!("second line is `data: `: {text:?}"));
-    let id: u64 = id.parse().expect("the id is a sequence number");
-    let value: Value = serde_json::from_str(data).expect("data is JSON");
-    assert_eq!(
-        serde_json::to_string(&value).unwrap(),
-        data,
-        "data is compact JSON"
-    );
-    assert_eq!(value["sequence"], id, "id is the event's sequence");
-    Frame::Event { id, data: value }
-}
+use support::sse::{Frame, SseReader, FRAME_WAIT};
 
 /// Opens `GET /v1/sessions/{id}/events/sse{query}` with extra headers; asserts 200.
 async fn open_sse(d: &Daemon, id: &str, query: &str, headers: &[(&str, &str)]) -> SseReader {
@@ -173,25 +53,6 @@ fn assert_sse_headers(resp: &reqwest::Response) {
     assert_eq!(h("content-type").as_deref(), Some("text/event-stream"));
     assert_eq!(h("cache-control").as_deref(), Some("no-cache"));
     assert_eq!(h("x-accel-buffering").as_deref(), Some("no"));
-}
-
-fn sequences(events: &[Value]) -> Vec<u64> {
-    events
-        .iter()
-        .map(|e| e["sequence"].as_u64().expect("sequence"))
-        .collect()
-}
-
-/// Asserts that `seqs` is exactly `from..=to`, reporting the first gap or duplicate.
-fn assert_dense(seqs: &[u64], from: u64, to: u64) {
-    for (i, s) in seqs.iter().enumerate() {
-        assert_eq!(
-            *s,
-            from + i as u64,
-            "sequence at position {i} (gap or duplicate); want {from}..={to}"
-        );
-    }
-    assert_eq!(seqs.len() as u64, to + 1 - from, "want {from}..={to}");
 }
 
 /// The session's last sequence (from `SessionInfo.eventCount`).
@@ -233,7 +94,7 @@ async fn sse_sends_its_headers_and_one_id_and_data_line_per_event() {
     d.message("s1", "stream live words over sse").await;
     let mut events = vec![first];
     events.extend(sse.events_until("turn.ended").await);
-    assert_dense(&sequences(&events), 1, events.len() as u64);
+    assert_dense(&events);
     assert_well_formed(&events);
     // Exactly what polling returns.
     assert_eq!(events, d.events("s1").await);
@@ -279,9 +140,9 @@ async fn sse_replays_then_follows_live_without_gap_or_duplicate() {
         before < flood_end && flood_end < last,
         "{before} < {flood_end} < {last}"
     );
-    assert_dense(&sequences(&events), 1, last);
+    assert_dense(&events);
     assert_well_formed(&events);
-    let deltas = events.iter().filter(|e| e["type"] == "item.delta").count();
+    let deltas = count(&events, "item.delta");
     assert!(deltas > 20_000, "{deltas} deltas");
     // Nothing after the second turn's end, nothing missing from the log.
     assert_eq!(event_count(&d, "s1").await, last);
@@ -344,8 +205,7 @@ async fn sse_resumes_after_last_event_id() {
     // Reconnect with the last id seen; the union has no gap and no duplicate.
     let mut second = open_sse(&d, "s1", "", &[("Last-Event-ID", &last_id.to_string())]).await;
     events.extend(second.events_until("turn.ended").await);
-    let end = events.last().unwrap()["sequence"].as_u64().unwrap();
-    assert_dense(&sequences(&events), 1, end);
+    assert_dense(&events);
     assert_well_formed(&events);
     assert_eq!(events.len(), d.events("s1").await.len());
     drop(second);
@@ -362,7 +222,7 @@ async fn a_paused_sse_client_still_gets_every_event() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let events = sse.events_until("turn.ended").await;
     let end = events.last().unwrap()["sequence"].as_u64().unwrap();
-    assert_dense(&sequences(&events), 1, end);
+    assert_dense(&events);
     assert!(end > 20_000, "{end}");
     assert_well_formed(&events);
     // The daemon kept serving others meanwhile, and the session goes on.
@@ -404,16 +264,10 @@ async fn sse_sends_keep_alive_comments_while_idle() {
     assert_eq!(events[0]["sequence"], 2);
     // SIGTERM with the stream still open: the daemon closes it and exits 0 (checked by stop).
     d.stop();
-    let closed = tokio::time::timeout(FRAME_WAIT, async {
-        loop {
-            match sse.body.next().await {
-                Some(Ok(_)) => continue,
-                Some(Err(_)) | None => return,
-            }
-        }
-    })
-    .await;
-    assert!(closed.is_ok(), "the stream ends when the daemon stops");
+    assert!(
+        sse.closes_within(FRAME_WAIT).await,
+        "the stream ends when the daemon stops"
+    );
 }
 
 /// Open file descriptors of process `pid`.
@@ -523,22 +377,12 @@ async fn message_stream_carries_this_turn_only_and_closes_after_turn_ended() {
         events.last().unwrap()["data"]["metadata"]["status"],
         "completed"
     );
-    assert_eq!(
-        events.iter().filter(|e| e["type"] == "turn.ended").count(),
-        1
-    );
-    let n = events.len() as u64;
-    let first = before.len() as u64 + 1;
-    assert_dense(&sequences(&events), first, first + n - 1);
+    assert_eq!(count(&events, "turn.ended"), 1);
+    assert_dense_from(&events, before.len() as u64 + 1);
     let user = &events[1]["data"]["item"];
     assert_eq!(user["role"], "user");
     assert_eq!(user["content"][0]["text"], "echo second");
-    let texts: Vec<&str> = events
-        .iter()
-        .filter(|e| e["type"] == "item.completed" && e["data"]["item"]["role"] == "assistant")
-        .filter_map(|e| e["data"]["item"]["content"][0]["text"].as_str())
-        .collect();
-    assert_eq!(texts, vec!["second"]);
+    assert_eq!(assistant_texts(&events), vec!["second"]);
     // The same events as the log holds for that range.
     let all = d.events("s1").await;
     assert_eq!(events, all[before.len()..].to_vec());
@@ -591,10 +435,7 @@ async fn message_stream_closes_after_a_question_and_the_turn_goes_on_after_the_a
     assert_eq!(resp.status(), 204);
     let all = d.wait_turns_ended("s1", 1).await;
     assert_well_formed(&all);
-    let resolved: Vec<&Value> = all
-        .iter()
-        .filter(|e| e["type"] == "question.resolved")
-        .collect();
+    let resolved = of_type(&all, "question.resolved");
     assert_eq!(resolved.len(), 1);
     assert_eq!(resolved[0]["data"]["status"], "answered");
     d.stop();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use super::procs::session_members;
+use super::sse::SseReader;
 
 /// A running daemon.
 pub struct Daemon {
@@ -200,6 +201,29 @@ impl Daemon {
 
     pub fn pid(&self) -> i32 {
         self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
+    }
+
+    /// The live processes the daemon started: the members of its process session but itself.
+    pub fn agents(&self) -> Vec<i32> {
+        let pid = self.pid();
+        session_members(pid)
+            .into_iter()
+            .filter(|p| *p != pid)
+            .collect()
+    }
+
+    /// Polls (up to `limit`) until the daemon's process session holds no process but the
+    /// daemon; returns those still there. The poll covers an agent that still winds down after
+    /// its `finish` and the delivery of the SIGKILL the daemon sends to a leftover group.
+    pub async fn wait_no_agents(&self, limit: Duration) -> Vec<i32> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = self.agents();
+            if left.is_empty() || Instant::now() > deadline {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -405,64 +429,9 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-/// An open SSE response, read one event at a time.
-pub struct SseStream {
-    resp: reqwest::Response,
-    buf: Vec<u8>,
-    ended: bool,
-}
-
-impl SseStream {
-    /// The next event's `data` as JSON; `None` once the stream has ended or nothing arrived
-    /// within `limit`. Comments (keep-alives) are skipped.
-    pub async fn next(&mut self, limit: Duration) -> Option<Value> {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
-                let block: Vec<u8> = self.buf.drain(..end + 2).collect();
-                let text = String::from_utf8_lossy(&block);
-                let data: Vec<&str> = text
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|l| l.strip_prefix(' ').unwrap_or(l))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                return Some(serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"));
-            }
-            if self.ended {
-                return None;
-            }
-            match tokio::time::timeout_at(deadline, self.resp.chunk()).await {
-                Ok(Ok(Some(bytes))) => self.buf.extend_from_slice(&bytes),
-                Ok(Ok(None)) | Ok(Err(_)) => self.ended = true,
-                Err(_) => return None,
-            }
-        }
-    }
-
-    /// Reads events until one satisfies `pred` (inclusive), the stream ends, or `limit` passes.
-    pub async fn until(&mut self, limit: Duration, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + limit;
-        let mut out = Vec::new();
-        while let Some(e) = self
-            .next(deadline.saturating_duration_since(Instant::now()))
-            .await
-        {
-            let done = pred(&e);
-            out.push(e);
-            if done {
-                break;
-            }
-        }
-        out
-    }
-}
-
 impl Daemon {
     /// Opens an SSE stream (`GET path`) and asserts 200 `text/event-stream`.
-    pub async fn sse(&self, path: &str) -> SseStream {
+    pub async fn sse(&self, path: &str) -> SseReader {
         let resp = self.get(path).await;
         assert_eq!(resp.status(), 200, "SSE {path}");
         let ct = resp
@@ -472,12 +441,15 @@ impl Daemon {
             .unwrap_or("")
             .to_owned();
         assert!(ct.starts_with("text/event-stream"), "SSE content type {ct}");
-        SseStream {
-            resp,
-            buf: Vec::new(),
-            ended: false,
-        }
+        SseReader::new(resp)
     }
+}
+
+/// The command line of process `pid` (empty once it is gone), for failure messages.
+pub fn cmdline(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
 }
 
 /// Waits until no live process of session `sid` remains; returns those still there.

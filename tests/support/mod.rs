@@ -2,7 +2,10 @@
 
 #![allow(dead_code)]
 
+pub mod api;
 pub mod daemon;
+pub mod events;
 pub mod fake_backend;
 pub mod invariants;
 pub mod procs;
+pub mod sse;
