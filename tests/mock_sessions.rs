@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::api::assert_problem_body;
-use support::daemon::{cmdline, session_members, Daemon, DaemonOptions, TempDir};
+use support::daemon::{binary, cmdline, session_members, Daemon, DaemonOptions, TempDir};
 use support::events::{
     assistant_texts, completed_items, count, deltas, of_type, part, turn_ends, types,
 };
@@ -924,6 +924,106 @@ async fn sessions_are_listed_newest_first() {
         let events = all_events(&d, s["sessionId"].as_str().unwrap()).await;
         assert_well_formed(&events);
     }
+    d.stop();
+}
+
+/// Paths of the host a client must never see: the agent program, the daemon's data, the
+/// source tree, and `dir`.
+fn host_paths(d: &Daemon, dir: &Path) -> Vec<String> {
+    [
+        binary().as_path(),
+        d.data_dir.as_path(),
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        dir,
+    ]
+    .iter()
+    .map(|p| p.display().to_string())
+    .collect()
+}
+
+fn assert_no_host_path(what: &str, text: &str, paths: &[String]) {
+    for p in paths {
+        assert!(!text.contains(p.as_str()), "{what} names the host path {p}");
+    }
+}
+
+#[tokio::test]
+async fn a_directory_missing_when_a_turn_starts_fails_only_that_turn_naming_no_host_path() {
+    let d = Daemon::start();
+    let tmp = TempDir::new("missing-dir");
+    let dir = tmp.path().join("work");
+    std::fs::create_dir(&dir).unwrap();
+    mock_session(&d, "s", json!({"directory": dir})).await;
+    std::fs::remove_dir(&dir).unwrap();
+    let paths = host_paths(&d, &dir);
+    let mut t = Tail::new(&d, "s");
+    // Twice while it is missing: each turn fails, the session takes the next message.
+    for turn in 1..=2 {
+        let sent = post(
+            &d,
+            "/v1/sessions/s/messages",
+            Some(json!({"message": "echo lost"})),
+        )
+        .await;
+        assert_eq!(sent.0, 204, "{}", sent.1);
+        let events = t.turns_ended(turn).await;
+        let end = turn_ends(&events)[turn - 1];
+        assert_eq!(end["status"], "failed", "{end}");
+        let errors = of_type(&events, "error");
+        assert_eq!(errors.len(), turn, "{errors:?}");
+        assert_eq!(errors[turn - 1]["data"]["code"], "directory_missing");
+        let message = errors[turn - 1]["data"]["message"].as_str().unwrap_or("");
+        assert!(message.contains("directory"), "{message}");
+        assert_eq!(count(&events, "session.ended"), 0);
+        assert_no_host_path("the events", &Value::from(events).to_string(), &paths);
+        let info = d.wait_status("s", "idle", WAIT).await;
+        assert_eq!(info["ended"], false);
+    }
+    // Once the directory is back, turns run again.
+    std::fs::create_dir(&dir).unwrap();
+    d.message("s", "echo ok").await;
+    let events = t.turns_ended(3).await;
+    assert_eq!(turn_ends(&events)[2]["status"], "completed");
+    assert_eq!(assistant_texts(&events), vec!["ok"]);
+    assert_well_formed(&events);
+    d.stop();
+}
+
+#[tokio::test]
+async fn a_prompt_over_the_argument_limit_affects_only_its_own_turn() {
+    let d = Daemon::start();
+    mock_session(&d, "s", json!({})).await;
+    let text = "y".repeat(200 * 1024);
+    d.message("s", &format!("echo {text}")).await;
+    let mut t = Tail::new(&d, "s");
+    let events = t.turns_ended(1).await;
+    let end = turn_ends(&events)[0];
+    let errors = of_type(&events, "error");
+    if end["status"] == "failed" {
+        // As an argument, the prompt is longer than one may be (128 KiB): a clear failure.
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0]["data"]["code"], "input_too_long");
+        let message = end["message"].as_str().unwrap_or("");
+        assert!(message.contains("too long"), "{message}");
+    } else {
+        // On stdin, it arrives whole.
+        assert_eq!(end["status"], "completed", "{end}");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(assistant_texts(&events), vec![text]);
+    }
+    assert_eq!(count(&events, "session.ended"), 0);
+    let paths = host_paths(&d, &d.data_dir);
+    assert_no_host_path("the events", &Value::from(events).to_string(), &paths);
+    let info = d.wait_status("s", "idle", WAIT).await;
+    assert_eq!(info["ended"], false);
+    d.message("s", "echo ok").await;
+    let events = t.turns_ended(2).await;
+    assert_eq!(turn_ends(&events)[1]["status"], "completed");
+    assert_eq!(
+        assistant_texts(&events).last().map(String::as_str),
+        Some("ok")
+    );
+    assert_well_formed(&events);
     d.stop();
 }
 

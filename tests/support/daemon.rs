@@ -34,6 +34,9 @@ pub struct DaemonOptions {
     pub token: Option<String>,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Starts the daemon with this soft limit of open files (the hard limit unchanged), as a
+    /// machine with a low default would.
+    pub open_files_soft_limit: Option<u64>,
 }
 
 /// A scratch directory removed on drop.
@@ -92,6 +95,17 @@ impl Daemon {
         cmd.args(&opts.args)
             .env("RUST_LOG", "info")
             .envs(opts.env.iter().map(|(k, v)| (k, v)));
+        if let Some(soft) = opts.open_files_soft_limit {
+            use nix::sys::resource::{getrlimit, setrlimit, Resource};
+            // SAFETY: getrlimit and setrlimit are plain system calls (async-signal-safe).
+            unsafe {
+                cmd.pre_exec(move || {
+                    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+                    setrlimit(Resource::RLIMIT_NOFILE, soft.min(hard), hard)?;
+                    Ok(())
+                });
+            }
+        }
         Daemon::launch(cmd, opts.token, data_dir)
     }
 
