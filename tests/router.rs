@@ -191,13 +191,24 @@ impl Api {
         self.send(req.body(body.into()).unwrap()).await
     }
 
-    /// A body-less POST from a browser: `headers` say where it comes from.
-    async fn post_from(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
-        let mut req = self.request(Method::POST, path);
+    /// A POST with extra `headers` (which may name another `Host`) and a JSON body or none: what
+    /// a browser sends says where it comes from.
+    async fn post_with(&self, path: &str, headers: &[(&str, &str)], body: Option<Value>) -> Reply {
+        let mut req = Request::builder().method(Method::POST).uri(path);
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            req = req.header(header::HOST, HOST);
+        }
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        self.send(req.body(Body::empty()).unwrap()).await
+        let body = match body {
+            Some(b) => {
+                req = req.header(header::CONTENT_TYPE, "application/json");
+                Body::from(b.to_string())
+            }
+            None => Body::empty(),
+        };
+        self.send(req.body(body).unwrap()).await
     }
 
     /// Creates a mock session working in [`Api::work`]; asserts 200.
@@ -256,6 +267,17 @@ impl Api {
         self.get(&format!("/v1/sessions/{id}"))
             .await
             .problem(404, "session_not_found");
+    }
+
+    /// Creates session `id` with `body`, asserting that it is refused with a problem of `kind`
+    /// and `status` and that no session is left behind; returns the problem.
+    async fn refuse_create(&self, id: &str, body: Value, status: u16, kind: &str) -> Value {
+        let problem = self
+            .post(&format!("/v1/sessions/{id}"), body)
+            .await
+            .problem(status, kind);
+        self.assert_no_session(id).await;
+        problem
     }
 
     /// Ends every session's turn and checks that no agent is left in [`Api::work`].

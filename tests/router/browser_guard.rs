@@ -50,14 +50,13 @@ async fn an_open_daemon_refuses_another_host_with_421_before_routing() {
         }
     }
     // Nothing behind the guard runs: a page on that name cannot create a session.
-    let req = Request::builder()
-        .method(Method::POST)
-        .uri("/v1/sessions/rebound")
-        .header(header::HOST, "evil.example:2468")
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(json!({"agent": "mock"}).to_string()))
-        .unwrap();
-    api.send(req).await.problem(421, "host_not_allowed");
+    api.post_with(
+        "/v1/sessions/rebound",
+        &[("host", "evil.example:2468")],
+        Some(json!({"agent": "mock"})),
+    )
+    .await
+    .problem(421, "host_not_allowed");
     api.assert_no_session("rebound").await;
     api.close().await;
 }
@@ -167,7 +166,7 @@ async fn a_bodyless_post_from_another_origin_is_a_403_and_changes_nothing() {
     let qid = pending_question(&api).await;
     for path in bodyless_posts(&qid) {
         let detail = api
-            .post_from(&path, &[("origin", EVIL)])
+            .post_with(&path, &[("origin", EVIL)], None)
             .await
             .detail(403, "origin_not_allowed");
         assert!(
@@ -186,7 +185,7 @@ async fn a_cross_site_post_without_an_origin_is_a_403_by_its_fetch_metadata() {
     let qid = pending_question(&api).await;
     for site in ["cross-site", "same-site"] {
         for path in bodyless_posts(&qid) {
-            api.post_from(&path, &[("sec-fetch-site", site)])
+            api.post_with(&path, &[("sec-fetch-site", site)], None)
                 .await
                 .problem(403, "origin_not_allowed");
             assert_still_waiting(&api).await;
@@ -199,13 +198,13 @@ async fn a_cross_site_post_without_an_origin_is_a_403_by_its_fetch_metadata() {
 #[tokio::test]
 async fn a_create_from_another_origin_is_a_403_and_creates_nothing() {
     let api = Api::new();
-    let req = api
-        .request(Method::POST, "/v1/sessions/x")
-        .header(header::ORIGIN, EVIL)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(json!({"agent": "mock"}).to_string()))
-        .unwrap();
-    api.send(req).await.problem(403, "origin_not_allowed");
+    api.post_with(
+        "/v1/sessions/x",
+        &[("origin", EVIL)],
+        Some(json!({"agent": "mock"})),
+    )
+    .await
+    .problem(403, "origin_not_allowed");
     api.assert_no_session("x").await;
     api.close().await;
 }
@@ -222,11 +221,17 @@ async fn a_post_from_an_origin_cors_allows_reaches_the_route() {
     let qid = pending_question(&api).await;
     let from_app = [("origin", "https://app.example")];
     let reply = api
-        .post_from(&format!("/v1/sessions/s/questions/{qid}/reject"), &from_app)
+        .post_with(
+            &format!("/v1/sessions/s/questions/{qid}/reject"),
+            &from_app,
+            None,
+        )
         .await;
     assert_eq!(reply.status, 204, "{}", reply.text());
     api.wait_turns_ended("s", 1).await;
-    let reply = api.post_from("/v1/sessions/s/terminate", &from_app).await;
+    let reply = api
+        .post_with("/v1/sessions/s/terminate", &from_app, None)
+        .await;
     assert_eq!(reply.status, 204, "{}", reply.text());
     assert_eq!(api.info("s").await["ended"], true);
     api.close().await;
@@ -237,12 +242,13 @@ async fn a_post_from_the_daemons_own_origin_reaches_the_route() {
     let api = Api::new();
     api.create("s").await;
     let reply = api
-        .post_from(
+        .post_with(
             "/v1/sessions/s/terminate",
             &[
                 ("origin", "http://127.0.0.1:2468"),
                 ("sec-fetch-site", "same-origin"),
             ],
+            None,
         )
         .await;
     assert_eq!(reply.status, 204, "{}", reply.text());
@@ -255,7 +261,7 @@ async fn a_post_without_origin_from_a_client_that_is_not_a_browser_reaches_the_r
     let api = Api::new();
     api.create("s").await;
     for path in ["/v1/sessions/s/cancel", "/v1/sessions/s/terminate"] {
-        let reply = api.post_from(path, &[]).await;
+        let reply = api.post_with(path, &[], None).await;
         assert_eq!(reply.status, 204, "{path}: {}", reply.text());
     }
     assert_eq!(api.info("s").await["ended"], true);

@@ -5,6 +5,17 @@ use super::*;
 
 // ----- request bodies -----------------------------------------------------------------------
 
+/// A daemon taking bodies of 2048 bytes at most (`--max-body-bytes 2048`).
+fn small_bodies() -> Api {
+    Api::with(
+        HttpOptions {
+            max_body_bytes: 2048,
+            ..options()
+        },
+        false,
+    )
+}
+
 #[tokio::test]
 async fn a_malformed_json_body_is_a_400_problem_with_the_parsers_message() {
     let api = Api::new();
@@ -76,13 +87,7 @@ async fn a_missing_or_wrong_content_type_is_a_415_problem() {
 
 #[tokio::test]
 async fn a_body_over_the_limit_is_a_413_problem() {
-    let api = Api::with(
-        HttpOptions {
-            max_body_bytes: 2048,
-            ..options()
-        },
-        false,
-    );
+    let api = small_bodies();
     api.create("s1").await;
     let big = json!({"message": "echo ".to_owned() + &"x".repeat(4096)});
     api.post("/v1/sessions/s1/messages", big)
@@ -107,13 +112,7 @@ async fn a_body_over_the_limit_is_a_413_problem() {
 
 #[tokio::test]
 async fn a_body_just_under_the_limit_is_taken_and_its_turn_runs() {
-    let api = Api::with(
-        HttpOptions {
-            max_body_bytes: 2048,
-            ..options()
-        },
-        false,
-    );
+    let api = small_bodies();
     api.create("s1").await;
     api.message("s1", &("echo ".to_owned() + &"y".repeat(1500)))
         .await;

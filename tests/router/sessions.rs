@@ -22,41 +22,31 @@ async fn creating_a_session_that_exists_is_a_409_problem() {
 async fn creating_a_session_of_an_unknown_agent_is_a_400_problem() {
     let api = Api::new();
     let p = api
-        .post("/v1/sessions/c1", json!({"agent": "claude"}))
-        .await
-        .problem(400, "unsupported_agent");
+        .refuse_create("c1", json!({"agent": "claude"}), 400, "unsupported_agent")
+        .await;
     assert_eq!(p["agent"], "claude");
-    api.assert_no_session("c1").await;
     api.close().await;
 }
 
 #[tokio::test]
 async fn an_unknown_agent_mode_is_a_400_problem_naming_it() {
     let api = Api::new();
-    let detail = api
-        .post(
-            "/v1/sessions/c2",
-            json!({"agent": "mock", "agentMode": "turbo"}),
-        )
-        .await
-        .detail(400, "mode_not_supported");
-    assert!(detail.contains("turbo"), "{detail}");
-    api.assert_no_session("c2").await;
+    let body = json!({"agent": "mock", "agentMode": "turbo"});
+    let p = api
+        .refuse_create("c2", body, 400, "mode_not_supported")
+        .await;
+    assert!(p["detail"].as_str().unwrap().contains("turbo"), "{p}");
     api.close().await;
 }
 
 #[tokio::test]
 async fn a_permission_mode_other_than_bypass_is_a_400_problem_naming_it() {
     let api = Api::new();
-    let detail = api
-        .post(
-            "/v1/sessions/c3",
-            json!({"agent": "codebuff", "permissionMode": "ask"}),
-        )
-        .await
-        .detail(400, "mode_not_supported");
-    assert!(detail.contains("ask"), "{detail}");
-    api.assert_no_session("c3").await;
+    let body = json!({"agent": "codebuff", "permissionMode": "ask"});
+    let p = api
+        .refuse_create("c3", body, 400, "mode_not_supported")
+        .await;
+    assert!(p["detail"].as_str().unwrap().contains("ask"), "{p}");
     api.close().await;
 }
 
@@ -64,15 +54,12 @@ async fn a_permission_mode_other_than_bypass_is_a_400_problem_naming_it() {
 async fn a_directory_that_does_not_exist_is_a_400_problem_naming_it() {
     let api = Api::new();
     let missing = api.work.path().join("does-not-exist");
-    let detail = api
-        .post(
-            "/v1/sessions/c4",
-            json!({"agent": "mock", "directory": missing}),
-        )
-        .await
-        .detail(400, "invalid_request");
-    assert!(detail.contains("does-not-exist"), "{detail}");
-    api.assert_no_session("c4").await;
+    let body = json!({"agent": "mock", "directory": missing});
+    let p = api.refuse_create("c4", body, 400, "invalid_request").await;
+    assert!(
+        p["detail"].as_str().unwrap().contains("does-not-exist"),
+        "{p}"
+    );
     api.close().await;
 }
 
@@ -81,23 +68,16 @@ async fn a_file_as_the_directory_is_a_400_problem() {
     let api = Api::new();
     let file = api.work.path().join("a-file");
     std::fs::write(&file, "x").unwrap();
-    api.post(
-        "/v1/sessions/c5",
-        json!({"agent": "mock", "directory": file}),
-    )
-    .await
-    .problem(400, "invalid_request");
-    api.assert_no_session("c5").await;
+    let body = json!({"agent": "mock", "directory": file});
+    api.refuse_create("c5", body, 400, "invalid_request").await;
     api.close().await;
 }
 
 #[tokio::test]
 async fn creating_a_session_without_an_agent_is_a_422_problem() {
     let api = Api::new();
-    api.post("/v1/sessions/c6", json!({"directory": api.work.path()}))
-        .await
-        .problem(422, "invalid_request");
-    api.assert_no_session("c6").await;
+    let body = json!({"directory": api.work.path()});
+    api.refuse_create("c6", body, 422, "invalid_request").await;
     api.close().await;
 }
 
@@ -134,36 +114,26 @@ async fn a_nul_character_in_a_message_is_a_400_problem_and_the_session_takes_the
 #[tokio::test]
 async fn a_nul_character_in_the_model_is_a_400_problem() {
     let api = Api::new();
-    let detail = api
-        .post(
-            "/v1/sessions/m1",
-            json!({"agent": "mock", "model": "mock\u{0}x"}),
-        )
-        .await
-        .detail(400, "invalid_request");
+    let body = json!({"agent": "mock", "model": "mock\u{0}x"});
+    let p = api.refuse_create("m1", body, 400, "invalid_request").await;
+    let detail = p["detail"].as_str().unwrap();
     assert!(
         detail.contains("`model`") && detail.contains("NUL"),
         "{detail}"
     );
-    api.assert_no_session("m1").await;
     api.close().await;
 }
 
 #[tokio::test]
 async fn an_env_value_over_128_kib_is_a_400_problem() {
     let api = Api::new();
-    let detail = api
-        .post(
-            "/v1/sessions/e1",
-            json!({"agent": "mock", "env": {"BIG": "x".repeat(129 * 1024)}}),
-        )
-        .await
-        .detail(400, "invalid_request");
+    let body = json!({"agent": "mock", "env": {"BIG": "x".repeat(129 * 1024)}});
+    let p = api.refuse_create("e1", body, 400, "invalid_request").await;
+    let detail = p["detail"].as_str().unwrap();
     assert!(
         detail.contains("BIG") && detail.contains("too long"),
         "{detail}"
     );
-    api.assert_no_session("e1").await;
     api.close().await;
 }
 
@@ -174,18 +144,13 @@ async fn a_loader_variable_in_env_is_a_400_problem_naming_the_opt_in() {
         ("l1", "LD_PRELOAD", "/tmp/evil.so"),
         ("l2", "NODE_OPTIONS", "--require /tmp/evil.js"),
     ] {
-        let detail = api
-            .post(
-                &format!("/v1/sessions/{id}"),
-                json!({"agent": "mock", "env": {name: value}}),
-            )
-            .await
-            .detail(400, "invalid_request");
+        let body = json!({"agent": "mock", "env": {name: value}});
+        let p = api.refuse_create(id, body, 400, "invalid_request").await;
+        let detail = p["detail"].as_str().unwrap();
         assert!(
             detail.contains(name) && detail.contains("--allow-loader-env"),
             "{name}: {detail}"
         );
-        api.assert_no_session(id).await;
     }
     api.close().await;
 }
