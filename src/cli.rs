@@ -104,6 +104,10 @@ pub struct ServerArgs {
     /// CODEBUFFD_SSE_KEEP_ALIVE].
     #[arg(long, value_name = "SECONDS")]
     pub sse_keep_alive: Option<f64>,
+    /// Seconds a client may take to send a request's headers (also: to start its next request
+    /// on a kept-alive connection) [default: 10; env CODEBUFFD_HEADER_READ_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub header_read_timeout: Option<f64>,
     /// Serve at most this many connections at once [default: half the open-files limit
     /// left after a reserve; env CODEBUFFD_MAX_CONNECTIONS].
     #[arg(long, value_name = "N")]

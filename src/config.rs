@@ -32,6 +32,8 @@ pub struct DaemonConfig {
     pub allow_loader_env: bool,
     /// Connections served at once; `None` = from the open-files limit.
     pub max_connections: Option<usize>,
+    /// How long a client may take to send a request's headers.
+    pub header_read_timeout: Duration,
 }
 
 impl DaemonConfig {
@@ -72,6 +74,7 @@ struct FileConfig {
     store: Option<String>,
     allow_loader_env: Option<bool>,
     max_connections: Option<usize>,
+    header_read_timeout: Option<f64>,
 }
 
 /// Why the settings are unusable.
@@ -243,7 +246,19 @@ impl DaemonConfig {
         if max_connections == Some(0) {
             return Err(ConfigError("max connections must be at least 1".into()));
         }
+        let header_read_timeout = positive_seconds(
+            "header read timeout",
+            args.header_read_timeout
+                .or(parse_num(
+                    env_parse("CODEBUFFD_HEADER_READ_TIMEOUT"),
+                    "CODEBUFFD_HEADER_READ_TIMEOUT",
+                )?)
+                .or(file.header_read_timeout)
+                .unwrap_or(10.0),
+        )?
+        .unwrap_or(Duration::from_secs(10));
         Ok(DaemonConfig {
+            header_read_timeout,
             max_connections,
             allowed_hosts,
             allow_loader_env,
@@ -290,6 +305,14 @@ fn parse_num<T: std::str::FromStr>(
 }
 
 /// A timeout in seconds; 0 disables it.
+/// Like [`seconds`], but 0 is refused too.
+fn positive_seconds(what: &str, s: f64) -> Result<Option<Duration>, ConfigError> {
+    if s == 0.0 {
+        return Err(ConfigError(format!("{what} must be more than 0 seconds")));
+    }
+    seconds(what, s)
+}
+
 fn seconds(what: &str, s: f64) -> Result<Option<Duration>, ConfigError> {
     if !s.is_finite() || s < 0.0 {
         return Err(ConfigError(format!("{what} must be ≥ 0 seconds")));

@@ -561,7 +561,12 @@ async fn idle_connections_are_capped_and_timed_out_and_agents_still_start_meanwh
     const IDLE: usize = 200;
     const MAX_CONNECTIONS: usize = 64;
     let d = Daemon::start_with(DaemonOptions {
-        args: vec!["--max-connections".into(), MAX_CONNECTIONS.to_string()],
+        args: vec![
+            "--max-connections".into(),
+            MAX_CONNECTIONS.to_string(),
+            "--header-read-timeout".into(),
+            "3".into(),
+        ],
         // A low soft limit of open files, as many machines have: the daemon raises its own.
         open_files_soft_limit: Some(160),
         ..Default::default()
@@ -638,16 +643,16 @@ async fn idle_connections_are_capped_and_timed_out_and_agents_still_start_meanwh
     assert_eq!(assistant_texts(&events), vec!["during the flood"]);
     drop(client);
 
-    // The daemon ends an idle connection once the header-read timeout (10 s) passes, and served
-    // at most MAX_CONNECTIONS at once: the others wait in the listen backlog for a free slot
-    // (and meet their own timeout 10 s after it).
-    let first = tokio::time::timeout_at(flooded + Duration::from_secs(15), closed_rx.recv())
+    // The daemon ends an idle connection once the header-read timeout (3 s here) passes, and
+    // served at most MAX_CONNECTIONS at once: the others wait in the listen backlog for a free
+    // slot (and meet their own timeout 3 s after it).
+    let first = tokio::time::timeout_at(flooded + Duration::from_secs(8), closed_rx.recv())
         .await
-        .expect("the daemon closes idle connections within 15 s")
+        .expect("the daemon closes idle connections within 8 s")
         .expect("a close");
     let mut closed = 1;
     while let Ok(Some(_)) =
-        tokio::time::timeout_at(first + Duration::from_secs(2), closed_rx.recv()).await
+        tokio::time::timeout_at(first + Duration::from_secs(1), closed_rx.recv()).await
     {
         closed += 1;
     }
@@ -672,12 +677,14 @@ async fn idle_connections_are_capped_and_timed_out_and_agents_still_start_meanwh
 }
 
 #[tokio::test]
-#[ignore = "src/http/serve.rs: a connection that sends nothing never meets the header-read \
-            timeout (hyper-util's auto builder reads the HTTP version preface without one), \
-            so silent connections hold their slots for ever"]
 async fn a_connection_that_sends_nothing_is_closed_after_the_header_read_timeout() {
     let d = Daemon::start_with(DaemonOptions {
-        args: vec!["--max-connections".into(), "4".into()],
+        args: vec![
+            "--max-connections".into(),
+            "4".into(),
+            "--header-read-timeout".into(),
+            "2".into(),
+        ],
         ..Default::default()
     });
     let addr = address(&d);
@@ -686,7 +693,7 @@ async fn a_connection_that_sends_nothing_is_closed_after_the_header_read_timeout
         silent.push(TcpStream::connect(&addr).await.expect("connect"));
     }
     // A new client waits in the backlog until the timeout has freed a slot.
-    let health = tokio::time::timeout(Duration::from_secs(15), d.get("/v1/health"))
+    let health = tokio::time::timeout(Duration::from_secs(8), d.get("/v1/health"))
         .await
         .expect("health answers once the silent connections have timed out");
     assert_eq!(json_of(health, 200).await, json!({"status": "ok"}));

@@ -14,8 +14,6 @@ use crate::engine::Engine;
 use crate::http::{default_max_connections, router, serve, HttpOptions, ServeOptions};
 /// How long open connections get to finish after the sessions have stopped.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs the daemon until a shutdown signal.
 pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
@@ -51,7 +49,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let options = ServeOptions {
         max_connections,
-        header_read_timeout: HEADER_READ_TIMEOUT,
+        header_read_timeout: config.header_read_timeout,
         drain: DRAIN_LIMIT,
     };
     let stopped = {

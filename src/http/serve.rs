@@ -13,11 +13,10 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 use tower::ServiceExt as _;
 
 /// How a listener is served.
@@ -43,11 +42,13 @@ pub async fn serve(
     options: ServeOptions,
     stop: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let max = options.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let slots = Arc::new(Semaphore::new(max));
+    let (closing, closing_rx) = watch::channel(false);
+    // HTTP/1.1 (SSE and WebSocket upgrades): its header-read timeout runs from the start of the
+    // connection, so one that sends nothing is closed too.
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(options.header_read_timeout);
     let mut stop = std::pin::pin!(stop);
@@ -76,21 +77,30 @@ pub async fn serve(
             app.clone().oneshot(req)
         });
         let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
+        let mut closing = closing_rx.clone();
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            let mut connection = std::pin::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                () = async { let _ = closing.wait_for(|c| *c).await; } => {
+                    // Finish the request in flight, take no other.
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = result {
                 tracing::debug!(%error, "connection ended with an error");
             }
             drop(slot);
         });
     }
     drop(listener);
-    if tokio::time::timeout(options.drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let _ = closing.send(true);
+    // Every connection gives its slot back when it ends.
+    let all = slots.acquire_many(max as u32);
+    if tokio::time::timeout(options.drain, all).await.is_err() {
         tracing::debug!("some connections were still open when the server stopped");
     }
     Ok(())
