@@ -90,6 +90,7 @@ impl Engine {
     /// durable.
     pub async fn shutdown(&self) {
         self.manager.shutdown(SHUTDOWN_LIMIT).await;
+        self.manager.context().agents.drop_spares();
         if let Err(error) = self.manager.store().flush() {
             tracing::error!(%error, "the event store could not be flushed");
         }

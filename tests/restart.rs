@@ -29,7 +29,7 @@ async fn start_hanging_turn(d: &Daemon, id: &str) -> Vec<i32> {
             && e["sequence"].as_u64() > Some(8)
     })
     .await;
-    let agents = d.agents();
+    let agents = d.agents().await;
     assert!(!agents.is_empty(), "the hanging agent runs");
     agents
 }

@@ -87,7 +87,7 @@ async fn daemons_sharing_postgres_leave_each_others_sessions_alone() {
             && e["sequence"].as_u64() > Some(8)
     })
     .await;
-    let agents = a.agents();
+    let agents = a.agents().await;
     assert!(!agents.is_empty(), "A's agent runs");
     let before = a.events(&id).await;
     let owner_a = instance_id(dir_a.path());

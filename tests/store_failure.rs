@@ -182,15 +182,12 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
     assert_eq!(problem["type"], "urn:sandbox-agent:error:store_unavailable");
     let resp = d.post("/v1/sessions/other", json!({"agent": "mock"})).await;
     assert_eq!(resp.status(), 503);
-    // The flooding agent was stopped: nothing of the daemon's but the daemon runs.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while support::procs::session_members(d.pid()).len() > 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the agent of the failed turn still runs"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // The flooding agent was stopped: no agent of a turn runs.
+    let left = d.wait_no_agents(Duration::from_secs(10)).await;
+    assert!(
+        left.is_empty(),
+        "the agent of the failed turn still runs: {left:?}"
+    );
 
     // Space returns: the daemon recovers by itself and records how the turn ended.
     std::fs::remove_file(&filler).expect("remove the filler");
@@ -367,9 +364,7 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         ..CreateRequest::default()
     };
     manager.create("s", request).await.unwrap();
-    manager
-        .send_message("s", "flood 100000 400".into())
-        .unwrap();
+    manager.send_message("s", "flood 100000 400").unwrap();
     wait_until("the turn under way", Duration::from_secs(20), || {
         events(&store, "s").len() > 40
     })
@@ -379,7 +374,7 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         manager.info("s").unwrap().status == SessionStatus::Failed
     })
     .await;
-    let refused = manager.send_message("s", "echo during".into());
+    let refused = manager.send_message("s", "echo during");
     assert!(
         matches!(
             refused,
@@ -407,7 +402,7 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         manager.info("s").unwrap().status == SessionStatus::Idle
     })
     .await;
-    manager.send_message("s", "echo after".into()).unwrap();
+    manager.send_message("s", "echo after").unwrap();
     wait_until("the next turn", Duration::from_secs(20), || {
         events(&store, "s")
             .iter()

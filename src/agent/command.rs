@@ -1,17 +1,26 @@
 //! The agent command contract (`docs/agent-command.md` §1), both halves in one place: the
-//! daemon builds a turn's command line with [`agent_args`], and agent commands written in Rust
-//! (the mock agent) parse it with [`AgentCommandArgs`]. A round-trip test keeps them in step.
+//! daemon builds a turn's command line ([`agent_args`]) or, as it launches agents, its turn line
+//! ([`TurnLine`], with `--stdin-turn`), and agent commands written in Rust (the mock agent) parse
+//! them ([`AgentCommandArgs`], [`TurnLine::parse`]). Round-trip tests keep the halves in step.
 //!
 //! ```text
+//! --stream-json --stdin-turn                     then one JSON turn line on stdin
 //! --stream-json [--free|--max|--plan] [--continue ID] [--timeout SECONDS] [--cwd DIR]
 //!               [--model MODEL] [--] PROMPT
 //! ```
 //!
-//! Every value is its own argv element; nothing is ever interpolated into a shell string.
+//! Every value is its own argv element or a JSON string; nothing is ever interpolated into a
+//! shell string.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The arguments of an agent started before its turn is known: the turn comes on stdin.
+pub const STDIN_TURN_ARGS: [&str; 2] = ["--stream-json", "--stdin-turn"];
 
 /// The parameters of one agent turn that end up on its command line.
 #[derive(Debug, Clone, Copy)]
@@ -98,8 +107,13 @@ pub struct AgentCommandArgs {
     /// Model id.
     #[arg(long)]
     pub model: Option<String>,
+    /// Read the turn as one JSON line from stdin (`docs/agent-command.md` §1.1) instead of
+    /// these flags and the prompt.
+    #[arg(long, conflicts_with_all = ["free", "max", "plan", "continue_session", "timeout", "cwd", "model", "prompt"])]
+    pub stdin_turn: bool,
     /// The prompt (last argument).
-    pub prompt: String,
+    #[arg(required_unless_present = "stdin_turn")]
+    pub prompt: Option<String>,
 }
 
 impl AgentCommandArgs {
@@ -111,6 +125,104 @@ impl AgentCommandArgs {
             (_, _, true) => "plan",
             _ => "build",
         }
+    }
+}
+
+/// An image sent to the model with the prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnImage {
+    /// The image file (absolute, or relative to the turn's `cwd`).
+    pub path: String,
+    /// Its media type (`image/png`, …).
+    pub mime: String,
+}
+
+/// The turn line an agent started with `--stdin-turn` reads first (`docs/agent-command.md`
+/// §1.1). Unknown fields are ignored by readers.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnLine {
+    /// Always `turn`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub prompt: String,
+    /// `build`, `free` (alias `lite`), `max` or `plan`.
+    pub mode: String,
+    pub model: Option<String>,
+    /// The conversation to resume.
+    #[serde(rename = "continue")]
+    pub continue_session: Option<String>,
+    pub timeout_seconds: Option<f64>,
+    pub cwd: PathBuf,
+    /// Extra environment for the agent and what it runs.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The credential; never in the agent's environment.
+    pub api_key: Option<String>,
+    /// `bypass` (tools run without asking) or `ask` (mutating tools ask first).
+    #[serde(default = "bypass")]
+    pub permission_mode: String,
+    #[serde(default)]
+    pub images: Vec<TurnImage>,
+}
+
+fn bypass() -> String {
+    "bypass".to_owned()
+}
+
+impl std::fmt::Debug for TurnLine {
+    /// Never shows the credential.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnLine")
+            .field("mode", &self.mode)
+            .field("model", &self.model)
+            .field("continue", &self.continue_session)
+            .field("timeout_seconds", &self.timeout_seconds)
+            .field("cwd", &self.cwd)
+            .field("prompt_bytes", &self.prompt.len())
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl TurnLine {
+    /// The turn line for a turn (the timeout in whole seconds, rounded up, as on argv).
+    pub fn new(cmd: &TurnCommand, env: &[(String, String)], api_key: Option<&str>) -> TurnLine {
+        TurnLine {
+            kind: "turn".to_owned(),
+            prompt: cmd.prompt.to_owned(),
+            mode: match cmd.agent_mode {
+                Some("free" | "lite") => "free",
+                Some("max") => "max",
+                Some("plan") => "plan",
+                _ => "build",
+            }
+            .to_owned(),
+            model: cmd.model.map(str::to_owned),
+            continue_session: cmd.continue_session.map(str::to_owned),
+            timeout_seconds: cmd.timeout.map(|t| whole_seconds(t) as f64),
+            cwd: cmd.cwd.to_path_buf(),
+            env: env.iter().cloned().collect(),
+            api_key: api_key.map(str::to_owned),
+            permission_mode: bypass(),
+            images: Vec::new(),
+        }
+    }
+
+    /// The line (one line of JSON, no newline).
+    pub fn to_line(&self) -> String {
+        // Plain data: serializing cannot fail, and JSON escapes every line break.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads a turn line.
+    pub fn parse(line: &str) -> Result<TurnLine, String> {
+        let turn: TurnLine =
+            serde_json::from_str(line).map_err(|e| format!("not a turn line: {e}"))?;
+        if turn.kind != "turn" {
+            return Err(format!("not a turn line: type `{}`", turn.kind));
+        }
+        Ok(turn)
     }
 }
 
@@ -271,7 +383,60 @@ mod tests {
             assert_eq!(parsed.continue_session.as_deref(), resume);
             assert_eq!(parsed.timeout, timeout.map(|t| t as f64));
             assert_eq!(parsed.cwd.as_deref(), Some(Path::new("/srv/my repo")));
-            assert_eq!(parsed.prompt, prompt);
+            assert_eq!(parsed.prompt.as_deref(), Some(prompt));
+
+            let line = TurnLine::new(&cmd, &[("K".into(), "v".into())], Some("sk-1")).to_line();
+            assert!(!line.contains('\n'), "one line: {line}");
+            let back = TurnLine::parse(&line).unwrap();
+            assert_eq!(
+                back.mode,
+                mode.map_or("build", |m| if m == "lite" { "free" } else { m })
+            );
+            assert_eq!(back.model.as_deref(), model);
+            assert_eq!(back.continue_session.as_deref(), resume);
+            assert_eq!(back.timeout_seconds, timeout.map(|t| t as f64));
+            assert_eq!(back.cwd, Path::new("/srv/my repo"));
+            assert_eq!(back.prompt, prompt);
+            assert_eq!(back.env.get("K").map(String::as_str), Some("v"));
+            assert_eq!(back.api_key.as_deref(), Some("sk-1"));
+            assert_eq!(back.permission_mode, "bypass");
         }
+    }
+
+    #[test]
+    fn the_stdin_turn_form_parses_and_excludes_the_argv_form() {
+        let args = parse(STDIN_TURN_ARGS.iter().map(OsString::from).collect());
+        assert!(args.stdin_turn && args.stream_json);
+        assert_eq!(args.prompt, None);
+        let argv = ["agent", "--stream-json", "--stdin-turn", "a prompt"];
+        assert!(Agent::try_parse_from(argv).is_err());
+        assert!(Agent::try_parse_from(["agent", "--stream-json"]).is_err());
+    }
+
+    #[test]
+    fn a_turn_line_takes_a_megabyte_prompt_and_hides_the_key_in_debug() {
+        let prompt = "x\n".repeat(512 * 1024);
+        let cmd = TurnCommand {
+            prompt: &prompt,
+            ..base("")
+        };
+        let turn = TurnLine::new(&cmd, &[], Some("sk-secret"));
+        let line = turn.to_line();
+        assert!(line.len() > 1024 * 1024 && !line.contains('\n'));
+        assert_eq!(TurnLine::parse(&line).unwrap().prompt, prompt);
+        assert!(!format!("{turn:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn lines_that_are_not_turns_are_refused() {
+        assert!(TurnLine::parse("{}").is_err());
+        assert!(
+            TurnLine::parse(r#"{"type":"other","prompt":"p","mode":"build","cwd":"/"}"#).is_err()
+        );
+        assert!(TurnLine::parse("not json").is_err());
+        let minimal = r#"{"type":"turn","prompt":"p","mode":"build","model":null,"continue":null,"timeoutSeconds":null,"cwd":"/","apiKey":null}"#;
+        let turn = TurnLine::parse(minimal).unwrap();
+        assert_eq!(turn.permission_mode, "bypass");
+        assert!(turn.env.is_empty() && turn.images.is_empty());
     }
 }

@@ -1,10 +1,20 @@
-//! Starting one agent turn: which program, its arguments, its environment (with the
-//! credential), and the spawn itself, behind one typed error.
+//! Starting one agent turn: which program, its environment, the turn it is handed (with the
+//! credential), behind one typed error; and the warm spares that take the agent's start-up off
+//! the turn's critical path.
 //!
 //! [`AgentHost`] is what the daemon knows about running agents (the launcher, the daemon's
 //! environment, where credentials and run state live); [`TurnLaunch`] is what one turn asks
 //! for. A failure says what went wrong in words fit for a client (no host paths: those go to
 //! the daemon's log) and has a stable code for the turn's `error` event.
+//!
+//! **Warm spares.** Every agent is started as `--stream-json --stdin-turn`: it loads what it
+//! needs (the Codebuff adapter: the SDK, ~0.7 s), then waits for its turn line on stdin. The
+//! host keeps one such process per agent kind in use; a turn takes it (if it is still silent
+//! and alive), writes the turn line, and a fresh spare starts for the next turn. A spare holds
+//! no credential (the key comes in the turn line) and no session's environment; it is its own
+//! process group from the start, so a turn's group, cancel, timeout and kill are exactly those
+//! of a process started for the turn. A spare that died is replaced; spares are killed at
+//! shutdown, and one left by a crashed daemon exits when its stdin closes.
 
 use std::ffi::OsString;
 use std::io;
@@ -12,7 +22,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::command::{agent_args, TurnCommand};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::command::{TurnCommand, TurnImage, TurnLine, STDIN_TURN_ARGS};
 use super::credentials;
 use super::environment::agent_env;
 use super::launcher::{AgentKind, Launcher};
@@ -33,6 +46,10 @@ pub struct TurnLaunch<'a> {
     pub env: &'a [(String, String)],
     /// The session's own credential, if it has one.
     pub api_key: Option<&'a str>,
+    /// `bypass`, or `ask` (mutating tools ask first).
+    pub permission_mode: &'a str,
+    /// Images sent with the prompt.
+    pub images: &'a [TurnImage],
 }
 
 /// Why an agent turn could not start. Its `Display` is fit for clients: no host paths.
@@ -95,6 +112,10 @@ mod libc_errno {
 /// Everything the daemon knows about running agents; built once at start.
 #[derive(Debug)]
 pub struct AgentHost {
+    /// One warm process per agent kind in use, waiting for its turn.
+    spares: Mutex<HashMap<AgentKind, AgentProcess>>,
+    /// Whether to keep spares at all.
+    pub warm_start: bool,
     pub launcher: Arc<Launcher>,
     /// The daemon's environment, filtered per spawn by the agent allowlist.
     pub parent_env: Vec<(OsString, OsString)>,
@@ -112,6 +133,8 @@ impl AgentHost {
     /// A host reading the daemon's own environment.
     pub fn from_env(launcher: Arc<Launcher>, state_dir: PathBuf, max_line_bytes: usize) -> Self {
         AgentHost {
+            spares: Mutex::new(HashMap::new()),
+            warm_start: true,
             launcher,
             parent_env: std::env::vars_os().collect(),
             env_api_key: std::env::var("CODEBUFF_API_KEY").ok(),
@@ -132,8 +155,26 @@ impl AgentHost {
             .is_some()
     }
 
-    /// The complete command of a turn.
-    pub fn spawn_spec(&self, turn: &TurnLaunch) -> Result<SpawnSpec, LaunchError> {
+    /// The command of an agent waiting for its turn on stdin: the program, the contract's
+    /// stdin-turn arguments, the daemon's allowlisted environment with the run-state directory;
+    /// no credential, no session's variables (those come with the turn).
+    fn spare_spec(&self, kind: AgentKind, cwd: &Path) -> SpawnSpec {
+        let (program, mut args) = self.launcher.program(kind);
+        args.extend(STDIN_TURN_ARGS.iter().map(OsString::from));
+        let mut env = agent_env(self.parent_env.iter().cloned(), &[], None);
+        env.retain(|(k, _)| k != "CODEBUFF_STATE_DIR");
+        env.push(("CODEBUFF_STATE_DIR".into(), self.state_dir.clone().into()));
+        SpawnSpec {
+            program,
+            args,
+            cwd: cwd.to_path_buf(),
+            env,
+            max_line_bytes: self.max_line_bytes,
+        }
+    }
+
+    /// The turn line of a turn: what it asks, with the credential it runs with.
+    pub fn turn_line(&self, turn: &TurnLaunch) -> Result<TurnLine, LaunchError> {
         let credential = credentials::resolve(
             turn.api_key,
             self.env_api_key.as_deref(),
@@ -142,39 +183,102 @@ impl AgentHost {
         if turn.kind == AgentKind::Codebuff && credential.is_none() {
             return Err(LaunchError::NoCredential);
         }
-        let (program, mut args) = self.launcher.program(turn.kind);
-        args.extend(agent_args(&TurnCommand {
+        let cmd = TurnCommand {
             agent_mode: Some(turn.agent_mode),
             model: turn.model,
             continue_session: turn.continue_session,
             timeout: turn.timeout,
             cwd: turn.cwd,
             prompt: turn.prompt,
-        }));
-        let mut env = agent_env(
-            self.parent_env.iter().cloned(),
-            turn.env,
-            credential.as_ref(),
-        );
-        env.retain(|(k, _)| k != "CODEBUFF_STATE_DIR");
-        env.push(("CODEBUFF_STATE_DIR".into(), self.state_dir.clone().into()));
-        Ok(SpawnSpec {
-            program,
-            args,
-            cwd: turn.cwd.to_path_buf(),
-            env,
-            max_line_bytes: self.max_line_bytes,
-        })
+        };
+        let key = match turn.kind {
+            AgentKind::Codebuff => credential.as_ref().map(|c| c.key.as_str()),
+            AgentKind::Mock => None,
+        };
+        let mut line = TurnLine::new(&cmd, turn.env, key);
+        line.permission_mode = turn.permission_mode.to_owned();
+        line.images = turn.images.to_vec();
+        Ok(line)
     }
 
-    /// Starts a turn's agent process.
+    /// Starts a turn's agent: a warm spare when one waits (else a new process), handed the
+    /// turn line; then a new spare for the next turn.
     pub fn start(&self, turn: &TurnLaunch) -> Result<AgentProcess, LaunchError> {
-        let spec = self.spawn_spec(turn)?;
-        AgentProcess::spawn(spec).map_err(|error| {
-            // The host's details (paths) stay in the daemon's log.
-            tracing::warn!(%error, "the agent command could not start");
-            LaunchError::from_spawn(error)
-        })
+        let line = self.turn_line(turn)?;
+        if !turn.cwd.is_dir() {
+            return Err(LaunchError::DirectoryMissing);
+        }
+        let mut process = match self.take_spare(turn.kind) {
+            Some(spare) => spare,
+            None => AgentProcess::spawn(self.spare_spec(turn.kind, turn.cwd)).map_err(|error| {
+                // The host's details (paths) stay in the daemon's log.
+                tracing::warn!(%error, "the agent command could not start");
+                LaunchError::from_spawn(error)
+            })?,
+        };
+        process
+            .queue_line(&line.to_line())
+            .map_err(|e| LaunchError::Other(e.kind()))?;
+        self.prewarm(turn.kind);
+        Ok(process)
+    }
+
+    /// Makes sure a spare of `kind` waits (when warm starts are on and the agent can run).
+    pub fn prewarm(&self, kind: AgentKind) {
+        if !self.warm_start {
+            return;
+        }
+        let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(spare) = spares.get_mut(&kind) {
+            if spare.untouched() {
+                return;
+            }
+            // It died (or spoke out of turn): replace it.
+            spares.remove(&kind);
+        }
+        if !self.launcher.installation(kind).installed {
+            return;
+        }
+        // A spare waits in the run-state directory; its turn says where to work.
+        match AgentProcess::spawn(self.spare_spec(kind, &self.state_dir)) {
+            Ok(spare) => {
+                tracing::debug!(agent = kind.id(), pid = spare.pid(), "warm spare started");
+                spares.insert(kind, spare);
+            }
+            Err(error) => tracing::warn!(agent = kind.id(), %error, "cannot start a warm spare"),
+        }
+    }
+
+    /// The waiting spare of `kind`, if it is still fit for a turn.
+    fn take_spare(&self, kind: AgentKind) -> Option<AgentProcess> {
+        let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        let mut spare = spares.remove(&kind)?;
+        // One that died or printed something is dropped (and killed).
+        spare.untouched().then_some(spare)
+    }
+
+    /// The pid of the spare of `kind` waiting now, if any.
+    pub fn spare_pid(&self, kind: AgentKind) -> Option<u32> {
+        let spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        spares.get(&kind).map(AgentProcess::pid)
+    }
+
+    /// Kills the spare of `kind`, if one waits (no session needs it any more).
+    pub fn drop_spare(&self, kind: AgentKind) {
+        let spare = {
+            let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+            spares.remove(&kind)
+        };
+        drop(spare);
+    }
+
+    /// Kills every spare (shutdown).
+    pub fn drop_spares(&self) {
+        let spares: Vec<AgentProcess> = {
+            let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+            spares.drain().map(|(_, spare)| spare).collect()
+        };
+        drop(spares);
     }
 }
 
@@ -184,6 +288,8 @@ mod tests {
 
     fn host(launcher: Launcher) -> AgentHost {
         AgentHost {
+            spares: Mutex::new(HashMap::new()),
+            warm_start: false,
             launcher: Arc::new(launcher),
             parent_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             env_api_key: None,
@@ -195,6 +301,8 @@ mod tests {
 
     fn turn<'a>(kind: AgentKind, cwd: &'a Path, key: Option<&'a str>) -> TurnLaunch<'a> {
         TurnLaunch {
+            permission_mode: "bypass",
+            images: &[],
             kind,
             agent_mode: "build",
             model: None,
@@ -212,7 +320,7 @@ mod tests {
         let host = host(Launcher::new(Some("/bin/true".into()), None));
         let tmp = std::env::temp_dir();
         let err = host
-            .spawn_spec(&turn(AgentKind::Codebuff, &tmp, None))
+            .turn_line(&turn(AgentKind::Codebuff, &tmp, None))
             .unwrap_err();
         assert!(matches!(err, LaunchError::NoCredential));
         assert_eq!(err.code(), "credentials_missing");
@@ -221,20 +329,31 @@ mod tests {
     }
 
     #[test]
-    fn the_spec_carries_the_key_and_the_state_dir_in_the_environment() {
+    fn the_key_travels_in_the_turn_line_never_in_the_environment() {
         let host = host(Launcher::new(Some("/bin/true".into()), None));
         let tmp = std::env::temp_dir();
-        let spec = host
-            .spawn_spec(&turn(AgentKind::Codebuff, &tmp, Some("sk-1")))
+        let line = host
+            .turn_line(&turn(AgentKind::Codebuff, &tmp, Some("sk-1")))
             .unwrap();
+        assert_eq!(line.api_key.as_deref(), Some("sk-1"));
+        assert_eq!(line.prompt, "hi");
+        let spec = host.spare_spec(AgentKind::Codebuff, &tmp);
         assert_eq!(spec.program, PathBuf::from("/bin/true"));
-        assert_eq!(spec.args.last(), Some(&OsString::from("hi")));
+        assert_eq!(
+            spec.args,
+            ["--stream-json", "--stdin-turn"].map(OsString::from)
+        );
         let get = |name: &str| spec.env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-        assert_eq!(get("CODEBUFF_API_KEY"), Some(&OsString::from("sk-1")));
+        assert_eq!(get("CODEBUFF_API_KEY"), None);
         assert_eq!(
             get("CODEBUFF_STATE_DIR"),
             Some(&OsString::from("/tmp/state"))
         );
+        // The mock gets no key at all.
+        let line = host
+            .turn_line(&turn(AgentKind::Mock, &tmp, Some("sk-1")))
+            .unwrap();
+        assert_eq!(line.api_key, None);
     }
 
     #[tokio::test]

@@ -13,7 +13,9 @@ mod process;
 pub mod procfs;
 pub mod reaper;
 
-pub use command::{agent_args, AgentCommandArgs, TurnCommand};
+pub use command::{
+    agent_args, AgentCommandArgs, TurnCommand, TurnImage, TurnLine, STDIN_TURN_ARGS,
+};
 pub use credentials::{Credential, CredentialSource};
 pub use environment::{agent_env, is_loader_variable};
 pub use framing::{Frame, LineFramer};

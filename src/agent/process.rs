@@ -155,7 +155,8 @@ pub enum SpawnError {
 pub struct AgentProcess {
     pid: u32,
     group: Group,
-    stdin: Option<ChildStdin>,
+    /// Lines for the stdin writer task, in order; dropping it closes the agent's stdin.
+    stdin: Option<mpsc::UnboundedSender<StdinLine>>,
     events: mpsc::Receiver<Message>,
     current: Option<Cursor>,
     exited: bool,
@@ -235,7 +236,11 @@ impl AgentProcess {
                 eof_rx,
             )));
         }
-        let stdin = child.stdin.take();
+        let stdin = child.stdin.take().map(|pipe| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(write_stdin(pipe, rx));
+            tx
+        });
         let (kill_tx, kill_rx) = watch::channel(None);
         tokio::spawn(supervise(Supervisor {
             child,
@@ -291,31 +296,58 @@ impl AgentProcess {
         }
     }
 
-    /// Writes `line` and a `\n` to the agent's stdin and flushes; stdin stays open.
+    /// Writes `line` and a `\n` to the agent's stdin (after the lines queued before it) and
+    /// waits until it is written; stdin stays open.
     ///
-    /// Used for ask_user answers. A line containing `\n` is refused (`InvalidInput`) since it
-    /// would reach the agent as two lines; after [`close_stdin`](Self::close_stdin) or once the
-    /// agent closed its end, the write fails (`BrokenPipe`).
+    /// Used for answers. A line containing `\n` is refused (`InvalidInput`) since it would reach
+    /// the agent as two lines; after [`close_stdin`](Self::close_stdin) or once the agent closed
+    /// its end, the write fails (`BrokenPipe`).
     pub async fn write_line(&mut self, line: &str) -> io::Result<()> {
+        let (done, written) = tokio::sync::oneshot::channel();
+        self.send_line(line, Some(done))?;
+        written.await.unwrap_or_else(|_| Err(closed()))
+    }
+
+    /// Queues `line` for the agent's stdin without waiting: the turn line, which the agent may
+    /// read only once it is ready (a warm spare still loading), and which may be larger than the
+    /// pipe holds. A write that fails shows as the agent's exit.
+    pub fn queue_line(&mut self, line: &str) -> io::Result<()> {
+        self.send_line(line, None)
+    }
+
+    fn send_line(
+        &mut self,
+        line: &str,
+        done: Option<tokio::sync::oneshot::Sender<io::Result<()>>>,
+    ) -> io::Result<()> {
         if line.contains('\n') {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a line for the agent's stdin must not contain a newline",
             ));
         }
-        let stdin = self.stdin.as_mut().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::BrokenPipe, "the agent's stdin is closed")
-        })?;
+        let stdin = self.stdin.as_ref().ok_or_else(closed)?;
         let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');
-        stdin.write_all(&bytes).await?;
-        stdin.flush().await
+        stdin.send(StdinLine { bytes, done }).map_err(|_| closed())
     }
 
-    /// Closes the agent's stdin, so it reads EOF.
+    /// Closes the agent's stdin (once what is queued is written), so it reads EOF.
     pub fn close_stdin(&mut self) {
         self.stdin = None;
+    }
+
+    /// True while the agent has printed nothing and not exited (a warm spare still waiting
+    /// for its turn, fit to be handed one).
+    pub fn untouched(&mut self) -> bool {
+        if self.exited || self.current.is_some() {
+            return false;
+        }
+        matches!(
+            self.events.try_recv(),
+            Err(mpsc::error::TryRecvError::Empty)
+        )
     }
 
     /// Sends `sig` to the agent's whole process group.
@@ -382,6 +414,40 @@ impl Group {
         match killpg(self.pgid, sig) {
             Ok(()) | Err(Errno::ESRCH) => Ok(()),
             Err(errno) => Err(io::Error::from(errno)),
+        }
+    }
+}
+
+/// A line for the agent's stdin, and who waits for it to be written.
+struct StdinLine {
+    bytes: Vec<u8>,
+    done: Option<tokio::sync::oneshot::Sender<io::Result<()>>>,
+}
+
+fn closed() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the agent's stdin is closed")
+}
+
+/// Writes queued lines to the agent's stdin in order, until the queue is dropped (then stdin
+/// closes) or a write fails (the agent closed its end: later lines fail too).
+async fn write_stdin(mut pipe: ChildStdin, mut lines: mpsc::UnboundedReceiver<StdinLine>) {
+    while let Some(line) = lines.recv().await {
+        let written = match pipe.write_all(&line.bytes).await {
+            Ok(()) => pipe.flush().await,
+            Err(e) => Err(e),
+        };
+        let failed = written.is_err();
+        if let Some(done) = line.done {
+            let _ = done.send(written);
+        }
+        if failed {
+            lines.close();
+            while let Some(line) = lines.recv().await {
+                if let Some(done) = line.done {
+                    let _ = done.send(Err(closed()));
+                }
+            }
+            return;
         }
     }
 }

@@ -18,6 +18,14 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     fields.get(19)?.parse().ok()
 }
 
+/// The resident memory of `pid` (`VmRSS` of `/proc/<pid>/status`), in bytes.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Kills the process group `pgid` if its leader `pid` is still the process that started at
 /// `ticks`. Returns true when it sent the signal.
 pub fn kill_group_if_same(pid: u32, pgid: u32, ticks: u64) -> bool {
@@ -42,5 +50,11 @@ mod tests {
         assert_eq!(start_ticks(u32::MAX - 1), None);
         // A wrong start time never kills anything.
         assert!(!kill_group_if_same(me, me, t + 1));
+    }
+
+    #[test]
+    fn rss_is_read_for_a_live_process_only() {
+        assert!(rss_bytes(std::process::id()).is_some_and(|b| b > 0));
+        assert_eq!(rss_bytes(u32::MAX - 1), None);
     }
 }

@@ -23,12 +23,9 @@ use super::questions::{QuestionBook, QuestionError};
 use super::tools;
 use crate::universal::{
     ContentPart, Cost, ErrorData, EventData, EventDraft, Item, ItemEventData, ItemKind, ItemRole,
-    ItemStatus, QuestionData, QuestionStatus, RawLine, SessionEndReason, SessionEndedData,
-    StderrOutput, TerminatedBy, TurnData, TurnMetadata, TurnPhase, TurnStatus,
+    ItemStatus, QuestionData, QuestionStatus, RawLine, StderrOutput, TurnData, TurnMetadata,
+    TurnPhase, TurnStatus,
 };
-
-/// Error codes on failed runs that end the session (`docs/agent-command.md` §2.1).
-const FATAL_CODES: &[&str] = &["auth_failed", "out_of_credits"];
 
 /// How a turn ended when the agent's run did not end it with `finish`: what the caller saw.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,13 +52,24 @@ struct ToolCallInfo {
     input: Value,
 }
 
+/// The run's `finish`, held until the agent's exit confirms it (an agent may still fail after
+/// it: `docs/agent-command.md` §2.1).
+#[derive(Debug)]
+struct Finished {
+    cost: Cost,
+    cost_reported: bool,
+    agent_id: Option<String>,
+    raw: Option<Arc<RawLine>>,
+}
+
 /// The running turn.
 #[derive(Debug, Default)]
 struct Turn {
     id: Option<String>,
     ended: bool,
-    /// The fatal failure (code, message) the run reported, if any.
-    fatal: Option<(String, String)>,
+    finished: Option<Finished>,
+    /// The failure (code, message) the run reported with a fatal `error`, if any.
+    failure: Option<(String, String)>,
     last_error_code: Option<String>,
 }
 
@@ -128,26 +136,33 @@ impl CodebuffConverter {
         self.turn.ended
     }
 
-    /// The fatal failure (code, message) the current turn's run reported, if any.
-    pub fn fatal_error(&self) -> Option<(&str, &str)> {
-        self.turn
-            .fatal
-            .as_ref()
-            .map(|(c, m)| (c.as_str(), m.as_str()))
+    /// True once the current turn's run said `finish` (its ending waits for the exit).
+    pub fn run_finished(&self) -> bool {
+        self.turn.finished.is_some()
     }
 
     /// The turn status the run's own error events suggest (`timeout`, `aborted`), else `failed`.
     pub fn failure_status(&self) -> TurnStatus {
-        match self.turn.last_error_code.as_deref() {
-            Some("timeout") => TurnStatus::TimedOut,
-            Some("aborted") => TurnStatus::Cancelled,
-            _ => TurnStatus::Failed,
-        }
+        status_for_code(self.turn.last_error_code.as_deref())
     }
 
     /// Opens a turn for a user message: `turn.started` and, when there is a prompt, the user
     /// item (rule 2).
     pub fn begin_turn(&mut self, prompt: Option<&str>, out: &mut Vec<EventDraft>) {
+        let content = prompt.map(|text| {
+            vec![ContentPart::Text {
+                text: text.to_owned(),
+            }]
+        });
+        self.open_turn(content, out);
+    }
+
+    /// Opens a turn whose user item has this content (text, images).
+    pub fn begin_turn_with(&mut self, content: Vec<ContentPart>, out: &mut Vec<EventDraft>) {
+        self.open_turn(Some(content), out);
+    }
+
+    fn open_turn(&mut self, content: Option<Vec<ContentPart>>, out: &mut Vec<EventDraft>) {
         self.turns += 1;
         let turn_id = format!("turn_{}", self.turns);
         self.turn = Turn {
@@ -159,7 +174,7 @@ impl CodebuffConverter {
             turn_id: Some(turn_id),
             metadata: None,
         })));
-        let Some(prompt) = prompt else {
+        let Some(content) = content else {
             return;
         };
         let item = Item {
@@ -168,50 +183,67 @@ impl CodebuffConverter {
             parent_id: None,
             kind: ItemKind::Message,
             role: Some(ItemRole::User),
-            content: Arc::new(vec![ContentPart::Text {
-                text: prompt.to_owned(),
-            }]),
+            content: Arc::new(content),
             status: ItemStatus::Completed,
         };
         push_synthetic_whole(item, out);
     }
 
-    /// Closes the turn when the run did not (no `finish`): open items fail, a synthetic
-    /// `turn.ended` carries the outcome, and a fatal run failure also ends the session (rules 5, 6).
-    /// Returns true when the session ended.
-    pub fn end_turn(&mut self, outcome: TurnOutcome, out: &mut Vec<EventDraft>) -> bool {
-        if !self.turn.ended {
-            self.close_everything(ItemStatus::Failed, out);
-            self.turn.ended = true;
-            out.push(EventDraft::synthetic(EventData::TurnEnded(TurnData {
-                phase: TurnPhase::Ended,
-                turn_id: self.turn.id.clone(),
-                metadata: Some(TurnMetadata {
-                    status: outcome.status,
-                    cost: Cost::default(),
-                    cost_reported: false,
-                    exit_code: outcome.exit_code,
-                    signal: outcome.signal,
-                    agent_id: None,
-                    code: None,
-                    message: outcome.message.clone(),
-                }),
-            })));
+    /// Ends the turn once the agent's output is over (rule 5): `completed` with the run's cost
+    /// when it said `finish`, reported no fatal error and `outcome` completed (the exit was
+    /// clean); otherwise open items fail and `turn.ended` carries the outcome, the failure's
+    /// code and message (and the cost the run reported, if it did).
+    pub fn end_turn(&mut self, outcome: TurnOutcome, out: &mut Vec<EventDraft>) {
+        if self.turn.ended {
+            return;
         }
-        let Some((_, message)) = self.turn.fatal.take() else {
-            return false;
+        self.turn.ended = true;
+        let finished = self.turn.finished.take();
+        let failure = self.turn.failure.take();
+        if let (Some(f), None, TurnStatus::Completed) = (&finished, &failure, outcome.status) {
+            out.push(EventDraft::from_agent(
+                EventData::TurnEnded(TurnData {
+                    phase: TurnPhase::Ended,
+                    turn_id: self.turn.id.clone(),
+                    metadata: Some(TurnMetadata {
+                        status: TurnStatus::Completed,
+                        cost: f.cost,
+                        cost_reported: f.cost_reported,
+                        exit_code: None,
+                        signal: None,
+                        agent_id: f.agent_id.clone(),
+                        code: None,
+                        message: None,
+                    }),
+                }),
+                f.raw.clone(),
+            ));
+            return;
+        }
+        self.close_everything(ItemStatus::Failed, out);
+        let status = match (&failure, outcome.status) {
+            // A clean exit after a fatal error: the error decides.
+            (Some((code, _)), TurnStatus::Completed) => status_for_code(Some(code)),
+            (_, status) => status,
         };
-        out.push(EventDraft::synthetic(EventData::SessionEnded(
-            SessionEndedData {
-                reason: SessionEndReason::Error,
-                terminated_by: TerminatedBy::Agent,
-                message: Some(message),
+        let (code, message) = match failure {
+            Some((code, message)) => (Some(code), Some(message)),
+            None => (None, outcome.message),
+        };
+        out.push(EventDraft::synthetic(EventData::TurnEnded(TurnData {
+            phase: TurnPhase::Ended,
+            turn_id: self.turn.id.clone(),
+            metadata: Some(TurnMetadata {
+                status,
+                cost: finished.as_ref().map(|f| f.cost).unwrap_or_default(),
+                cost_reported: finished.as_ref().is_some_and(|f| f.cost_reported),
                 exit_code: outcome.exit_code,
-                stderr: outcome.stderr,
-                cost: self.session_cost,
-            },
-        )));
-        true
+                signal: outcome.signal,
+                agent_id: finished.and_then(|f| f.agent_id),
+                code,
+                message,
+            }),
+        })));
     }
 
     /// Records that the turn failed before the agent could run (its command cannot start): a
@@ -622,8 +654,8 @@ impl CodebuffConverter {
             .clone()
             .or_else(|| e.source.clone())
             .unwrap_or_else(|| "agent_error".to_owned());
-        if FATAL_CODES.contains(&code.as_str()) {
-            self.turn.fatal = Some((code.clone(), e.message.clone()));
+        if e.fatal {
+            self.turn.failure = Some((code.clone(), e.message.clone()));
         }
         self.turn.last_error_code = Some(code.clone());
         let mut details = Map::new();
@@ -633,6 +665,9 @@ impl CodebuffConverter {
         if let Some(status) = e.status_code {
             details.insert("statusCode".into(), status);
         }
+        if e.fatal {
+            details.insert("fatal".into(), Value::Bool(true));
+        }
         let data = ErrorData {
             message: e.message,
             code: Some(code),
@@ -641,8 +676,10 @@ impl CodebuffConverter {
         out.push(EventDraft::from_agent(EventData::Error(data), raw));
     }
 
+    /// The run says it is done: its items complete and its cost counts; the turn ends when
+    /// the agent's exit confirms it ([`Self::end_turn`]). A second `finish` is a status line.
     fn finish(&mut self, e: FinishEvent, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
-        if self.turn.ended {
+        if self.turn.ended || self.turn.finished.is_some() {
             let detail = serde_json::json!({"agentId": e.agent_id, "totalCost": e.total_cost});
             self.status_item("codebuff.finish", Some(detail.to_string()), raw, out);
             return;
@@ -650,24 +687,12 @@ impl CodebuffConverter {
         self.close_everything(ItemStatus::Completed, out);
         let cost = Cost::from_credits(e.total_cost.unwrap_or(0.0));
         self.session_cost = self.session_cost.plus(cost);
-        self.turn.ended = true;
-        out.push(EventDraft::from_agent(
-            EventData::TurnEnded(TurnData {
-                phase: TurnPhase::Ended,
-                turn_id: self.turn.id.clone(),
-                metadata: Some(TurnMetadata {
-                    status: TurnStatus::Completed,
-                    cost,
-                    cost_reported: e.total_cost.is_some(),
-                    exit_code: None,
-                    signal: None,
-                    agent_id: e.agent_id,
-                    code: None,
-                    message: None,
-                }),
-            }),
+        self.turn.finished = Some(Finished {
+            cost,
+            cost_reported: e.total_cost.is_some(),
+            agent_id: e.agent_id,
             raw,
-        ));
+        });
     }
 
     fn other(&mut self, e: OtherEvent, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
@@ -809,6 +834,16 @@ impl CodebuffConverter {
             status: ItemStatus::Completed,
         };
         whole_item(item, raw, out);
+    }
+}
+
+/// The turn status an error code stands for: `timeout` timed out, `aborted` cancelled, any
+/// other failure failed.
+fn status_for_code(code: Option<&str>) -> TurnStatus {
+    match code {
+        Some("timeout") => TurnStatus::TimedOut,
+        Some("aborted") => TurnStatus::Cancelled,
+        _ => TurnStatus::Failed,
     }
 }
 

@@ -136,7 +136,8 @@ pub struct ReasoningDeltaEvent {
     pub agent_id: Option<String>,
 }
 
-/// Fields of `error`; `code` and `statusCode` are the shim's extensions on failed runs.
+/// Fields of `error`; `code`, `statusCode` and `fatal` are the agent command's extensions on
+/// failed runs (`docs/agent-command.md` §2.1).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorEvent {
@@ -144,6 +145,9 @@ pub struct ErrorEvent {
     pub source: Option<String>,
     pub code: Option<String>,
     pub status_code: Option<Value>,
+    /// True on the one error that ends a failed run.
+    #[serde(default)]
+    pub fatal: bool,
 }
 
 /// Fields of `finish`: `totalCost` is this run's cost in credits.

@@ -70,6 +70,18 @@ pub struct AgentInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     pub capabilities: Capabilities,
+    /// **(ours)** The warm process waiting for this agent's next turn, if one waits.
+    pub warm_spare: Option<WarmSpare>,
+}
+
+/// A warm agent process: started, libraries loaded, waiting for its turn on stdin.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WarmSpare {
+    pub pid: u32,
+    /// Its resident memory (`VmRSS`), when readable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
 }
 
 /// `GET /v1/agents`.
@@ -94,6 +106,10 @@ pub async fn list_agents(State(state): State<AppState>) -> Json<AgentList> {
                 version: install.version,
                 path: install.path.map(|p| p.display().to_string()),
                 capabilities: CAPABILITIES,
+                warm_spare: ctx.agents.spare_pid(kind).map(|pid| WarmSpare {
+                    pid,
+                    rss_bytes: crate::agent::procfs::rss_bytes(pid),
+                }),
             }
         })
         .collect();

@@ -12,7 +12,8 @@ use super::events::{turn_stream, RawQuery};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
-use crate::session::{CreateRequest, SessionInfo};
+use crate::agent::TurnImage;
+use crate::session::{CreateRequest, SessionInfo, UserMessage};
 
 /// `POST /v1/sessions/{id}` body; unknown keys are ignored.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -121,15 +122,27 @@ pub struct MessageRequest {
 }
 
 impl MessageRequest {
-    /// The prompt the agent gets: the message, then the attached files' paths.
-    fn prompt(self) -> Result<String, Problem> {
+    /// What the agent gets: the message, image attachments as images for the model, and the
+    /// other attached files' paths after the text.
+    fn prompt(self) -> Result<UserMessage, Problem> {
         if self.message.trim().is_empty() && self.attachments.is_empty() {
             return Err(Problem::invalid("`message` must not be empty"));
         }
         let mut prompt = self.message;
-        if !self.attachments.is_empty() {
+        let (images, files): (Vec<Attachment>, Vec<Attachment>) = self
+            .attachments
+            .into_iter()
+            .partition(|a| image_type(a).is_some());
+        let images = images
+            .into_iter()
+            .filter_map(|a| {
+                let mime = image_type(&a)?;
+                Some(TurnImage { path: a.path, mime })
+            })
+            .collect();
+        if !files.is_empty() {
             prompt.push_str("\n\nAttached files:");
-            for a in &self.attachments {
+            for a in &files {
                 prompt.push_str("\n- ");
                 prompt.push_str(&a.path);
                 let about: Vec<&str> = [a.filename.as_deref(), a.mime.as_deref()]
@@ -141,8 +154,32 @@ impl MessageRequest {
                 }
             }
         }
-        Ok(prompt)
+        Ok(UserMessage {
+            text: prompt,
+            images,
+        })
     }
+}
+
+/// The media type of an attachment that is an image (by its `mime`, else its extension).
+fn image_type(a: &Attachment) -> Option<String> {
+    if let Some(mime) = &a.mime {
+        return mime.starts_with("image/").then(|| mime.clone());
+    }
+    let name = a
+        .filename
+        .as_deref()
+        .unwrap_or(&a.path)
+        .to_ascii_lowercase();
+    let ext = name.rsplit_once('.')?.1;
+    let mime = match ext {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => return None,
+    };
+    Some(mime.to_owned())
 }
 
 #[utoipa::path(post, path = "/v1/sessions/{id}/messages", tag = "sessions",

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::context::SessionContext;
 use super::info::{EndState, SessionStatus};
+use super::message::UserMessage;
 use super::record::{now_ms, to_record, RecordOf, Shared};
 use super::turn::StopReason;
 use super::{SessionError, SessionSettings};
@@ -29,7 +30,7 @@ use crate::universal::{
 pub(crate) enum Command {
     /// Queue a user message; `started` gets the sequence of its `turn.started`.
     Message {
-        prompt: String,
+        message: UserMessage,
         started: Option<oneshot::Sender<Result<u64, SessionError>>>,
     },
     Answer {
@@ -54,7 +55,7 @@ pub(crate) enum Command {
 
 /// A message waiting for its turn.
 pub(crate) struct Queued {
-    pub prompt: String,
+    pub message: UserMessage,
     pub started: Option<oneshot::Sender<Result<u64, SessionError>>>,
 }
 
@@ -233,7 +234,7 @@ impl Actor {
     /// Queues a message, or refuses it when the session has ended.
     pub(super) fn enqueue(
         &mut self,
-        prompt: String,
+        message: UserMessage,
         started: Option<oneshot::Sender<Result<u64, SessionError>>>,
     ) {
         match self.ended() {
@@ -242,7 +243,7 @@ impl Actor {
                     let _ = tx.send(Err(Self::ended_error(&end)));
                 }
             }
-            None => self.queue.push_back(Queued { prompt, started }),
+            None => self.queue.push_back(Queued { message, started }),
         }
     }
 
@@ -266,7 +267,7 @@ impl Actor {
     /// Handles a command while no turn runs.
     fn handle_idle(&mut self, cmd: Command) {
         match cmd {
-            Command::Message { prompt, started } => self.enqueue(prompt, started),
+            Command::Message { message, started } => self.enqueue(message, started),
             Command::Answer {
                 question_id,
                 answers,
@@ -278,7 +279,7 @@ impl Actor {
                     // which resumes the conversation with `--continue`.
                     if self.ended().is_none() {
                         self.queue.push_front(Queued {
-                            prompt: answer_prompt(&question),
+                            message: answer_prompt(&question).into(),
                             started: None,
                         });
                     }
@@ -312,8 +313,8 @@ impl Actor {
     ) {
         let limits = &self.ctx.limits;
         match cmd {
-            Command::Message { prompt, started } => {
-                self.queue.push_back(Queued { prompt, started });
+            Command::Message { message, started } => {
+                self.queue.push_back(Queued { message, started });
             }
             Command::Answer {
                 question_id,
@@ -325,7 +326,7 @@ impl Actor {
                         if let Err(error) = process.write_line(&line).await {
                             tracing::warn!(session = %self.id, %error, "the agent no longer reads answers; the answer goes into the next turn");
                             self.queue.push_front(Queued {
-                                prompt: answer_prompt(&question),
+                                message: answer_prompt(&question).into(),
                                 started: None,
                             });
                         }
@@ -432,20 +433,6 @@ impl Actor {
         self.flush();
         self.mark_terminated();
         self.persist(None);
-    }
-
-    pub(super) fn end_session_error(&mut self, message: String) {
-        {
-            let mut live = self.shared.lock();
-            live.end = Some(EndState::Error(message.clone()));
-            live.status = SessionStatus::Ended;
-        }
-        self.persist(None);
-        for q in self.queue.drain(..) {
-            if let Some(tx) = q.started {
-                let _ = tx.send(Err(SessionError::AgentExited(message.clone())));
-            }
-        }
     }
 }
 

@@ -19,8 +19,9 @@ use tokio::task::JoinHandle;
 use super::actor::{Actor, Command, Origin};
 use super::context::SessionContext;
 use super::info::{EndState, SessionInfo};
+use super::message::UserMessage;
 use super::record::{from_record, now_ms, to_record, Live, RecordOf, Shared};
-use super::settings::{validate_prompt, CreateRequest, SessionSettings};
+use super::settings::{CreateRequest, SessionSettings};
 use super::SessionError;
 use crate::agent::AgentKind;
 use crate::store::{EventStore, StoreError};
@@ -105,6 +106,8 @@ impl SessionManager {
                     how: e.0,
                 })?;
         }
+        // A warm agent for its first turn.
+        self.ctx.agents.prewarm(settings.agent);
         let settings = Arc::new(settings);
         let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
         if sessions.contains_key(id) {
@@ -245,14 +248,19 @@ impl SessionManager {
     }
 
     /// Queues a message; it runs when the turns before it have ended.
-    pub fn send_message(&self, id: &str, prompt: String) -> Result<(), SessionError> {
-        validate_prompt(&prompt)?;
+    pub fn send_message(
+        &self,
+        id: &str,
+        message: impl Into<UserMessage>,
+    ) -> Result<(), SessionError> {
+        let message = message.into();
+        message.validate()?;
         let handle = self.handle(id)?;
         self.check_open(&handle)?;
         self.send(
             &handle,
             Command::Message {
-                prompt,
+                message,
                 started: None,
             },
         )
@@ -263,16 +271,17 @@ impl SessionManager {
     pub async fn send_message_and_wait(
         &self,
         id: &str,
-        prompt: String,
+        message: impl Into<UserMessage>,
     ) -> Result<u64, SessionError> {
-        validate_prompt(&prompt)?;
+        let message = message.into();
+        message.validate()?;
         let handle = self.handle(id)?;
         self.check_open(&handle)?;
         let (tx, rx) = oneshot::channel();
         self.send(
             &handle,
             Command::Message {
-                prompt,
+                message,
                 started: Some(tx),
             },
         )?;
@@ -329,7 +338,21 @@ impl SessionManager {
         if handle.tx.send(Command::Terminate { reply }).is_ok() {
             let _ = rx.await;
         }
+        self.release_spare_if_unused(handle.settings.agent);
         Ok(())
+    }
+
+    /// Drops the warm spare of `kind` when no session that can still take a turn uses it.
+    fn release_spare_if_unused(&self, kind: AgentKind) {
+        let in_use = {
+            let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+            sessions
+                .values()
+                .any(|h| h.settings.agent == kind && h.shared.lock().end.is_none())
+        };
+        if !in_use {
+            self.ctx.agents.drop_spare(kind);
+        }
     }
 
     /// Stops accepting sessions, ends every running turn (recording its ending) and waits for

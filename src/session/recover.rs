@@ -111,7 +111,7 @@ impl Actor {
         let unavailable =
             || SessionError::StoreUnavailable(self.store_failure.clone().unwrap_or_default());
         match cmd {
-            Command::Message { prompt, started } => self.enqueue(prompt, started),
+            Command::Message { message, started } => self.enqueue(message, started),
             Command::Answer { reply, .. } | Command::Reject { reply, .. } => {
                 let _ = reply.send(Err(unavailable()));
             }

@@ -82,16 +82,6 @@ impl std::fmt::Debug for SessionSettings {
     }
 }
 
-/// Checks a user message before it is queued: it must reach the agent whole.
-pub fn validate_prompt(prompt: &str) -> Result<(), SessionError> {
-    if prompt.contains('\0') {
-        return Err(SessionError::InvalidRequest(
-            "the message must not contain a NUL character".into(),
-        ));
-    }
-    Ok(())
-}
-
 impl SessionSettings {
     /// Validates a create request under the daemon's policy.
     pub fn validate(req: CreateRequest, policy: &CreatePolicy) -> Result<Self, SessionError> {

@@ -16,6 +16,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::actor::{Actor, Queued};
 use super::info::SessionStatus;
+use super::message::UserMessage;
 use super::SessionError;
 use crate::agent::{procfs, AgentProcess, ExitInfo, OutputStream, ProcessEvent, TurnLaunch};
 use crate::codebuff::{CodebuffConverter, Stream, TurnOutcome};
@@ -26,6 +27,9 @@ use crate::universal::{EventDraft, StderrCollector, TurnStatus};
 const BATCH: usize = 512;
 /// How long after its own `--timeout` the daemon lets a turn run before stopping it.
 const TIMEOUT_BACKSTOP: Duration = Duration::from_secs(5);
+/// How long an agent may take to exit after its run said `finish`; then it is stopped (and the
+/// turn completes all the same).
+const FINISH_GRACE: Duration = Duration::from_secs(10);
 
 /// Why the daemon stopped a running turn.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +44,8 @@ pub enum StopReason {
     TimedOut(String),
     /// The event log could not take the turn's events; the message says why.
     StoreFailed(String),
+    /// The run said `finish` but the agent did not exit within [`FINISH_GRACE`].
+    Lingered,
 }
 
 /// How the agent's output ended.
@@ -51,17 +57,26 @@ pub enum Ending {
     OutputEnded,
 }
 
-/// How a turn ended when the agent did not say (no `finish`): the status and its reason.
+/// How a turn ended: the status and its reason.
 ///
 /// A stop by the daemon decides; otherwise the exit: 0 completed, a signal failed, another
 /// code whatever the agent's own last error suggests (`failure_status`: timed out, cancelled,
-/// else failed).
+/// else failed). Output that just ends (no process: `codebuffd convert`) completed if the run
+/// said `finish` (`finished`), else takes the suggested status.
 pub fn decide_outcome(
     stop: Option<&StopReason>,
     ending: Ending,
     failure_status: TurnStatus,
+    finished: bool,
 ) -> (TurnStatus, String) {
     match stop {
+        Some(StopReason::Lingered) => (
+            TurnStatus::Completed,
+            format!(
+                "the agent did not exit within {} s of its finish and was stopped",
+                FINISH_GRACE.as_secs()
+            ),
+        ),
         Some(StopReason::Cancelled) => (TurnStatus::Cancelled, "cancelled".to_owned()),
         Some(StopReason::Terminated) => (
             TurnStatus::Cancelled,
@@ -74,6 +89,9 @@ pub fn decide_outcome(
         Some(StopReason::TimedOut(m)) => (TurnStatus::TimedOut, m.clone()),
         Some(StopReason::StoreFailed(m)) => (TurnStatus::Failed, m.clone()),
         None => match ending {
+            Ending::OutputEnded if finished => {
+                (TurnStatus::Completed, "the agent's output ended".to_owned())
+            }
             Ending::OutputEnded => (
                 failure_status,
                 "the agent's output ended without a `finish` event".to_owned(),
@@ -161,7 +179,12 @@ impl TurnDriver {
         stop: Option<&StopReason>,
         ending: Ending,
     ) -> TurnOutcome {
-        let (status, message) = decide_outcome(stop, ending, converter.failure_status());
+        let (status, message) = decide_outcome(
+            stop,
+            ending,
+            converter.failure_status(),
+            converter.run_finished(),
+        );
         let (exit_code, signal) = match ending {
             Ending::Exited(info) => (info.code, info.signal),
             Ending::OutputEnded => (None, None),
@@ -190,7 +213,7 @@ impl Actor {
         // once committed): the turn's stream starts right after it either way.
         let first = self.shared.lock().event_count + 1;
         self.converter
-            .begin_turn(Some(&queued.prompt), &mut self.drafts);
+            .begin_turn_with(queued.message.content(), &mut self.drafts);
         if !self.flush() {
             // Not even the turn's start could be recorded: no agent runs; the run loop waits
             // for the log and records the turn as failed.
@@ -205,7 +228,7 @@ impl Actor {
         }
 
         let mut driver = TurnDriver::new(self.ctx.agents.max_line_bytes);
-        let (outcome, stop) = match self.start_agent(&queued.prompt) {
+        let (outcome, stop) = match self.start_agent(&queued.message) {
             Ok(process) => {
                 let pid = process.pid();
                 self.persist(Some(RunningProcess {
@@ -245,16 +268,8 @@ impl Actor {
             }
             return;
         }
-        // A fatal failure (credentials, credits) ends the session with the turn.
-        let fatal = self.converter.fatal_error().map(|(_, m)| m.to_owned());
-        if fatal.is_some() {
-            self.reject_stale_questions();
-        }
-        let session_ended = self.converter.end_turn(outcome, &mut self.drafts);
+        self.converter.end_turn(outcome, &mut self.drafts);
         self.flush();
-        if session_ended {
-            self.end_session_error(fatal.unwrap_or_else(|| "the agent failed fatally".to_owned()));
-        }
         match stop {
             Some(StopReason::Terminated) => self.end_session_terminated(),
             Some(StopReason::Shutdown) => self.exit = true,
@@ -268,7 +283,10 @@ impl Actor {
     }
 
     /// Starts the agent process of a turn.
-    fn start_agent(&self, prompt: &str) -> Result<AgentProcess, crate::agent::LaunchError> {
+    fn start_agent(
+        &self,
+        message: &UserMessage,
+    ) -> Result<AgentProcess, crate::agent::LaunchError> {
         let s = &self.settings;
         tracing::info!(session = %self.id, agent = s.agent.id(), "starting a turn");
         self.ctx.agents.start(&TurnLaunch {
@@ -278,9 +296,15 @@ impl Actor {
             continue_session: self.converter.native_session_id(),
             timeout: s.turn_timeout.or(self.ctx.limits.turn_timeout),
             cwd: &s.directory,
-            prompt,
+            prompt: &message.text,
             env: &s.env,
             api_key: s.api_key.as_deref(),
+            permission_mode: if s.permission_mode == "bypass" {
+                "bypass"
+            } else {
+                "ask"
+            },
+            images: &message.images,
         })
     }
 
@@ -302,7 +326,10 @@ impl Actor {
         let mut last_output = Instant::now();
         let turn_timer = sleep_until(deadline.unwrap_or(far));
         let idle_timer = sleep_until(limits.inactivity_timeout.map_or(far, |t| last_output + t));
-        tokio::pin!(turn_timer, idle_timer);
+        // Armed when the run says `finish`.
+        let finish_timer = sleep_until(far);
+        let mut finish_armed = false;
+        tokio::pin!(turn_timer, idle_timer, finish_timer);
         let mut stop: Option<StopReason> = None;
         let mut exit: Option<ExitInfo> = None;
         // A store that can fail says so here, even while the agent prints nothing.
@@ -335,11 +362,14 @@ impl Actor {
                     self.wait_for_room().await;
                     self.flush();
                     last_output = Instant::now();
-                    // After the run's `finish` (its `turn.ended`) the process only winds down:
-                    // the session is idle for whoever saw that event.
-                    let status = if self.converter.turn_ended() {
-                        SessionStatus::Idle
-                    } else if self.converter.has_pending_questions() {
+                    if self.converter.run_finished() && !finish_armed {
+                        // Nothing more can be asked of the agent: its stdin closes (a wrapper
+                        // reading it ends too), and it has a moment to exit.
+                        finish_armed = true;
+                        process.close_stdin();
+                        finish_timer.as_mut().reset(Instant::now() + FINISH_GRACE);
+                    }
+                    let status = if self.converter.has_pending_questions() {
                         SessionStatus::AwaitingInput
                     } else {
                         SessionStatus::Running
@@ -366,6 +396,10 @@ impl Actor {
                         self.store_failure = Some(why);
                         self.set_status(SessionStatus::Failed);
                     }
+                }
+                _ = &mut finish_timer, if finish_armed && stop.is_none() => {
+                    stop = Some(StopReason::Lingered);
+                    process.stop(Signal::SIGTERM, limits.stop_grace);
                 }
                 _ = &mut turn_timer, if deadline.is_some() && stop.is_none() => {
                     let secs = timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
@@ -402,20 +436,21 @@ mod tests {
     }
 
     fn status(stop: Option<StopReason>, ending: Ending) -> TurnStatus {
-        decide_outcome(stop.as_ref(), ending, TurnStatus::Failed).0
+        decide_outcome(stop.as_ref(), ending, TurnStatus::Failed, false).0
     }
 
     #[test]
     fn a_clean_exit_completes_the_turn() {
         assert_eq!(
-            decide_outcome(None, exited(Some(0), None), TurnStatus::Failed),
+            decide_outcome(None, exited(Some(0), None), TurnStatus::Failed, false),
             (TurnStatus::Completed, "the agent exited".into())
         );
     }
 
     #[test]
     fn a_signal_fails_the_turn_and_says_which() {
-        let (status, message) = decide_outcome(None, exited(None, Some(9)), TurnStatus::TimedOut);
+        let (status, message) =
+            decide_outcome(None, exited(None, Some(9)), TurnStatus::TimedOut, false);
         assert_eq!(status, TurnStatus::Failed);
         assert_eq!(message, "the agent was killed by signal 9");
     }
@@ -427,7 +462,7 @@ mod tests {
             TurnStatus::TimedOut,
             TurnStatus::Cancelled,
         ] {
-            let (status, message) = decide_outcome(None, exited(Some(3), None), suggested);
+            let (status, message) = decide_outcome(None, exited(Some(3), None), suggested, false);
             assert_eq!(status, suggested);
             assert_eq!(message, "the agent exited with status 3");
         }
@@ -440,9 +475,26 @@ mod tests {
 
     #[test]
     fn output_that_just_ends_takes_the_suggested_status() {
-        let (status, message) = decide_outcome(None, Ending::OutputEnded, TurnStatus::TimedOut);
+        let (status, message) =
+            decide_outcome(None, Ending::OutputEnded, TurnStatus::TimedOut, false);
         assert_eq!(status, TurnStatus::TimedOut);
         assert!(message.contains("without a `finish`"), "{message}");
+    }
+
+    #[test]
+    fn after_finish_only_a_clean_end_completes() {
+        let done = |ending| decide_outcome(None, ending, TurnStatus::Failed, true).0;
+        assert_eq!(done(Ending::OutputEnded), TurnStatus::Completed);
+        assert_eq!(done(exited(Some(0), None)), TurnStatus::Completed);
+        assert_eq!(done(exited(Some(1), None)), TurnStatus::Failed);
+        assert_eq!(done(exited(None, Some(9))), TurnStatus::Failed);
+        let lingered = decide_outcome(
+            Some(&StopReason::Lingered),
+            exited(None, Some(15)),
+            TurnStatus::Failed,
+            true,
+        );
+        assert_eq!(lingered.0, TurnStatus::Completed);
     }
 
     #[test]
@@ -479,6 +531,7 @@ mod tests {
             )),
             exited(None, Some(15)),
             TurnStatus::Failed,
+            false,
         );
         assert_eq!(message, "the turn exceeded its timeout of 2 s");
     }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub use super::procs::session_members;
+pub use super::procs::{process_group, session_members};
 use super::sse::SseReader;
 
 /// A running daemon.
@@ -184,6 +184,17 @@ impl Daemon {
     /// Starts a daemon on an existing data directory (kept on stop) with `args` added, e.g. a
     /// `--store`; restart tests start several daemons one after the other on the same one.
     pub fn start_in(data_dir: &Path, args: &[&str]) -> Daemon {
+        Daemon::start_in_with(
+            data_dir,
+            DaemonOptions {
+                args: args.iter().map(|a| (*a).to_owned()).collect(),
+                ..Default::default()
+            },
+        )
+    }
+
+    /// [`Daemon::start_in`] with options (arguments and environment; no token).
+    pub fn start_in_with(data_dir: &Path, opts: DaemonOptions) -> Daemon {
         let mut cmd = Command::new(binary());
         cmd.arg("server")
             .args([
@@ -195,8 +206,9 @@ impl Daemon {
                 "--data-dir",
             ])
             .arg(data_dir)
-            .args(args)
-            .env("RUST_LOG", "info");
+            .args(&opts.args)
+            .env("RUST_LOG", "info")
+            .envs(opts.env.iter().map(|(k, v)| (k, v)));
         let mut d = Daemon::launch(cmd, None, data_dir.to_path_buf());
         d.keep_data = true;
         d
@@ -217,22 +229,44 @@ impl Daemon {
         self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
     }
 
-    /// The live processes the daemon started: the members of its process session but itself.
-    pub fn agents(&self) -> Vec<i32> {
+    /// The warm spares the daemon keeps (`warmSpare.pid` of `GET /v1/agents`): agent processes
+    /// waiting for a turn that has not come yet.
+    pub async fn spares(&self) -> Vec<i32> {
+        let agents: Value = self
+            .get("/v1/agents")
+            .await
+            .json()
+            .await
+            .expect("agents JSON");
+        agents["agents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["warmSpare"]["pid"].as_i64())
+            .map(|pid| pid as i32)
+            .collect()
+    }
+
+    /// The live processes the daemon started for turns: the members of its process session
+    /// but itself and its idle warm spares (with what runs in their process groups).
+    pub async fn agents(&self) -> Vec<i32> {
         let pid = self.pid();
+        let spares = self.spares().await;
         session_members(pid)
             .into_iter()
             .filter(|p| *p != pid)
+            .filter(|p| process_group(*p).is_none_or(|g| !spares.contains(&g)))
             .collect()
     }
 
     /// Polls (up to `limit`) until the daemon's process session holds no process but the
-    /// daemon; returns those still there. The poll covers an agent that still winds down after
-    /// its `finish` and the delivery of the SIGKILL the daemon sends to a leftover group.
+    /// daemon and its idle spares; returns those still there. The poll covers an agent that
+    /// still winds down after its `finish` and the delivery of the SIGKILL the daemon sends to a
+    /// leftover group.
     pub async fn wait_no_agents(&self, limit: Duration) -> Vec<i32> {
         let deadline = Instant::now() + limit;
         loop {
-            let left = self.agents();
+            let left = self.agents().await;
             if left.is_empty() || Instant::now() > deadline {
                 return left;
             }

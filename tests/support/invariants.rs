@@ -1,4 +1,4 @@
-//! Checks the lifecycle rules of `universal-events.md` §3 on a recorded event list.
+//! Checks the lifecycle rules of `docs/universal-events.md` §3 on a recorded event list.
 //!
 //! Shared by the golden tests and the daemon's integration tests: every stream the daemon can
 //! produce must pass these, whatever the agent did.

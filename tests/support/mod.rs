@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod codebuff;
 pub mod daemon;
 pub mod events;
 pub mod fake_backend;

@@ -26,3 +26,11 @@ pub fn session_members(sid: i32) -> Vec<i32> {
     }
     out
 }
+
+/// The process group of `pid`, if it is alive.
+#[allow(dead_code)] // the load benchmark includes this file and does not use it
+pub fn process_group(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(2)?.parse().ok()
+}

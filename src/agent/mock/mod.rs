@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::agent::AgentCommandArgs;
+use crate::agent::{AgentCommandArgs, TurnImage, TurnLine};
 use output::{error_event, finish_event, EmitError, Emitter, Output};
 use scenario::{Outcome, Scenario, Turn};
 use state::Session;
@@ -36,6 +36,8 @@ mod exit {
     pub const INTERNAL: u8 = 1;
     /// Bad invocation: the `--cwd` directory is unusable.
     pub const BAD_CWD: u8 = 2;
+    /// Bad invocation: the turn line is not one.
+    pub const USAGE: u8 = 2;
     pub const TIMEOUT: u8 = 124;
     pub const SIGINT: u8 = 130;
     /// stdout was closed under us (EPIPE).
@@ -57,7 +59,7 @@ enum Verdict {
 }
 
 /// Runs one mock turn; returns the process exit code.
-pub fn run(args: AgentCommandArgs) -> u8 {
+pub fn run(mut args: AgentCommandArgs) -> u8 {
     let out = match Output::stdout() {
         Ok(out) => Arc::new(out),
         Err(e) => {
@@ -65,6 +67,23 @@ pub fn run(args: AgentCommandArgs) -> u8 {
             return exit::INTERNAL;
         }
     };
+    let mut images = Vec::new();
+    if args.stdin_turn {
+        // Started before its turn was known (a warm spare): the turn comes on stdin.
+        match read_turn() {
+            Ok(Some(turn)) => images = take_turn(&mut args, turn),
+            Ok(None) => return exit::OK,
+            Err(message) => {
+                eprintln!("mock-agent: {message}");
+                write_last(
+                    &out,
+                    &error_event(&message, Some("invalid_arguments"), None),
+                );
+                return exit::USAGE;
+            }
+        }
+    }
+    let prompt = args.prompt.clone().unwrap_or_default();
     if let Some(dir) = &args.cwd {
         if let Err(e) = std::env::set_current_dir(dir) {
             let message = format!("cannot use working directory {}: {e}", dir.display());
@@ -73,7 +92,7 @@ pub fn run(args: AgentCommandArgs) -> u8 {
             return exit::BAD_CWD;
         }
     }
-    let (scenario, arg) = Scenario::select(&args.prompt);
+    let (scenario, arg) = Scenario::select(&prompt);
     let agent_id = agent_id(&args);
     if let Some(model) = &args.model {
         eprintln!("mock-agent: model {model} (ignored)");
@@ -86,6 +105,7 @@ pub fn run(args: AgentCommandArgs) -> u8 {
         session: Session::open(args.continue_session.as_deref()),
         agent_id,
         run_tag: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
+        images,
         question_timeout: ask::question_timeout(
             std::env::var("CODEBUFF_QUESTION_TIMEOUT_SECONDS")
                 .ok()
@@ -94,6 +114,36 @@ pub fn run(args: AgentCommandArgs) -> u8 {
     };
     let timeout = args.timeout.and_then(timeout_duration);
     supervise(out, turn, timeout, args.timeout.unwrap_or_default())
+}
+
+/// Reads the turn line from stdin; `None` when stdin ends first (nobody needs this process).
+fn read_turn() -> Result<Option<TurnLine>, String> {
+    use std::io::BufRead;
+    let mut line = String::new();
+    // Read through the process-wide buffer: what follows the line (answers) stays there for
+    // the readers of questions.
+    match std::io::stdin().lock().read_line(&mut line) {
+        Ok(0) => Ok(None),
+        Ok(_) => TurnLine::parse(line.trim_end()).map(Some),
+        Err(e) => Err(format!("cannot read the turn: {e}")),
+    }
+}
+
+/// Makes `args` say what the turn line says; applies its environment; returns its images.
+fn take_turn(args: &mut AgentCommandArgs, turn: TurnLine) -> Vec<TurnImage> {
+    args.free = matches!(turn.mode.as_str(), "free" | "lite");
+    args.max = turn.mode == "max";
+    args.plan = turn.mode == "plan";
+    args.model = turn.model;
+    args.continue_session = turn.continue_session;
+    args.timeout = turn.timeout_seconds;
+    args.cwd = Some(turn.cwd);
+    args.prompt = Some(turn.prompt);
+    for (name, value) in &turn.env {
+        // Still one thread: nothing reads the environment concurrently.
+        std::env::set_var(name, value);
+    }
+    turn.images
 }
 
 /// The agent for the mode flags: `base2`, `base2-lite`, `base2-max`, `base2-plan`.
@@ -253,7 +303,8 @@ mod tests {
             timeout: None,
             cwd: None,
             model: None,
-            prompt: String::new(),
+            stdin_turn: false,
+            prompt: None,
         };
         assert_eq!(agent_id(&args(false, false, false)), "base2");
         assert_eq!(agent_id(&args(true, false, false)), "base2-lite");

@@ -113,6 +113,8 @@ pub(super) struct Turn {
     pub run_tag: String,
     /// How long `ask` waits for an answer.
     pub question_timeout: Option<std::time::Duration>,
+    /// Images sent with the prompt (the turn line's `images`).
+    pub images: Vec<crate::agent::TurnImage>,
 }
 
 impl Turn {
@@ -149,9 +151,18 @@ pub(super) fn play(t: &mut Turn) -> Result<Outcome, EmitError> {
     }
 }
 
-/// `echo <text>` (and any unknown prompt): one `text` with the argument.
+/// `echo <text>` (and any unknown prompt): one `text` with the argument, and a line per image
+/// that came with the prompt (`[image <path> <mime> <N> bytes]`).
 fn echo(t: &mut Turn) -> Result<Outcome, EmitError> {
-    t.out.text(&t.arg, None)?;
+    let mut text = t.arg.clone();
+    for image in &t.images {
+        let size = std::fs::metadata(&image.path).map_or(0, |m| m.len());
+        text.push_str(&format!(
+            "\n[image {} {} {size} bytes]",
+            image.path, image.mime
+        ));
+    }
+    t.out.text(&text, None)?;
     t.finished()
 }
 
