@@ -112,6 +112,10 @@ pub struct ServerArgs {
     /// left after a reserve; env CODEBUFFD_MAX_CONNECTIONS].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Start agents only when a turn needs them, instead of keeping one warm process per agent
+    /// kind in use [env CODEBUFFD_NO_WARM_START=1].
+    #[arg(long)]
+    pub no_warm_start: bool,
     /// Let sessions set variables that change what programs load (`LD_*`, `NODE_OPTIONS`,
     /// `BASH_ENV`, …) in their `env`; refused by default [env CODEBUFFD_ALLOW_LOADER_ENV=1].
     #[arg(long)]

@@ -34,6 +34,8 @@ pub struct DaemonConfig {
     pub max_connections: Option<usize>,
     /// How long a client may take to send a request's headers.
     pub header_read_timeout: Duration,
+    /// Keep a warm agent process per agent kind in use.
+    pub warm_start: bool,
 }
 
 impl DaemonConfig {
@@ -50,6 +52,7 @@ impl DaemonConfig {
                 ..crate::session::Limits::default()
             },
             allow_loader_env: self.allow_loader_env,
+            warm_start: self.warm_start,
         }
     }
 }
@@ -75,6 +78,7 @@ struct FileConfig {
     allow_loader_env: Option<bool>,
     max_connections: Option<usize>,
     header_read_timeout: Option<f64>,
+    no_warm_start: Option<bool>,
 }
 
 /// Why the settings are unusable.
@@ -257,7 +261,11 @@ impl DaemonConfig {
                 .unwrap_or(10.0),
         )?
         .unwrap_or(Duration::from_secs(10));
+        let warm_start = !(args.no_warm_start
+            || env_parse("CODEBUFFD_NO_WARM_START").is_some_and(|v| truthy(&v))
+            || file.no_warm_start.unwrap_or(false));
         Ok(DaemonConfig {
+            warm_start,
             header_read_timeout,
             max_connections,
             allowed_hosts,

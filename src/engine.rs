@@ -26,6 +26,8 @@ pub struct EngineConfig {
     pub limits: Limits,
     /// Sessions may set loader variables (`LD_PRELOAD`, `NODE_OPTIONS`, …) in their `env`.
     pub allow_loader_env: bool,
+    /// Keep a warm agent process per agent kind in use.
+    pub warm_start: bool,
 }
 
 /// A running engine.
@@ -67,7 +69,7 @@ impl Engine {
             })?;
         let launcher = Arc::new(Launcher::new(config.agent_command.clone(), None));
         tracing::info!(instance = %instance_id, "instance id");
-        let ctx = SessionContext::from_env(
+        let mut ctx = SessionContext::from_env(
             store,
             launcher,
             config.limits.clone(),
@@ -75,6 +77,7 @@ impl Engine {
             instance_id,
             config.allow_loader_env,
         );
+        ctx.agents.warm_start = config.warm_start;
         let manager = Arc::new(SessionManager::new(ctx));
         let restored = manager.restore()?;
         if restored > 0 {

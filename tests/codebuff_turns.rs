@@ -376,6 +376,40 @@ async fn spare_of(d: &Daemon, agent: &str) -> i32 {
     }
 }
 
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim().to_owned()))
+        .is_some_and(|rest| !rest.starts_with(['Z', 'X']))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_warm_spare_is_the_process_that_runs_the_turn() {
+    let backend = FakeBackend::start("stall");
+    let home = TempDir::new("cb-home");
+    let work = TempDir::new("cb-work");
+    let d = start_daemon(&backend, &home, &[]);
+    create_codebuff(&d, "r", work.path()).await;
+    let spare = spare_of(&d, "codebuff").await;
+    // Let it load the SDK (and log that it is ready) before its turn comes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    d.message("r", "Take your time.").await;
+    d.wait_for("r", LIMIT, |e| {
+        e["type"] == "item.delta" && e["data"]["delta"] == "Working"
+    })
+    .await;
+    assert!(alive(spare), "the spare {spare} runs the turn");
+    assert!(
+        d.agents().await.contains(&spare),
+        "{spare} is the turn's agent now"
+    );
+    assert_ne!(spare_of(&d, "codebuff").await, spare, "a new spare waits");
+    let _ = d.post_empty("/v1/sessions/r/cancel").await;
+    d.wait_turns_ended("r", 1).await;
+    d.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_spares_take_turns_after_turns_cancels_kills_and_restarts() {
     let backend = FakeBackend::start("continue");

@@ -338,16 +338,24 @@ impl AgentProcess {
         self.stdin = None;
     }
 
-    /// True while the agent has printed nothing and not exited (a warm spare still waiting
-    /// for its turn, fit to be handed one).
+    /// True while the agent has printed no event and not exited: a warm spare still waiting
+    /// for its turn, fit to be handed one. What it logged on stderr meanwhile is dropped.
     pub fn untouched(&mut self) -> bool {
         if self.exited || self.current.is_some() {
             return false;
         }
-        matches!(
-            self.events.try_recv(),
-            Err(mpsc::error::TryRecvError::Empty)
-        )
+        loop {
+            match self.events.try_recv() {
+                Ok(Message::Output(batch)) if batch.stream == OutputStream::Stderr => continue,
+                Ok(Message::Output(_)) => return false,
+                Ok(Message::Exited(_)) => {
+                    self.exited = true;
+                    return false;
+                }
+                Err(mpsc::error::TryRecvError::Empty) => return true,
+                Err(mpsc::error::TryRecvError::Disconnected) => return false,
+            }
+        }
     }
 
     /// Sends `sig` to the agent's whole process group.

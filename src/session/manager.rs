@@ -166,6 +166,10 @@ impl SessionManager {
                     running: restored.running,
                 },
             );
+            if handle.shared.lock().end.is_none() {
+                // A warm agent for the session's next turn.
+                self.ctx.agents.prewarm(handle.settings.agent);
+            }
             sessions.insert(record.session_id.clone(), handle);
             loaded += 1;
         }

@@ -1,0 +1,226 @@
+//! How fast a Codebuff turn starts: the time from `POST …/messages` to the first event the agent
+//! produced (its `start`), through the real daemon, the real adapter and SDK, against the fake
+//! backend, on a small project. Run twice: with warm spares (the default) and without
+//! (`--no-warm-start`, every turn starts Node and imports the SDK). Also prints the memory an
+//! idle spare costs.
+//!
+//! ```text
+//! cargo bench --bench turn_start            # TURNS=20 by default
+//! ```
+//!
+//! Needs `npm ci` in `adapters/codebuff`. Turns are a second apart, as a person's or an
+//! orchestrator's would be at the least (a spare needs ~0.7 s to load the SDK).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const TARGET_P50: Duration = Duration::from_millis(150);
+
+fn adapter_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("adapters/codebuff")
+}
+
+/// A child process killed (and reaped) on drop.
+struct Owned(Child);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` and returns it with the first line it prints on stdout.
+fn start(mut cmd: Command) -> (Owned, String) {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("start");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("first line");
+    (Owned(child), line)
+}
+
+/// The daemon's SIGTERM (its spares and agents go with it), then the reap.
+fn stop(mut daemon: Owned) {
+    let pid = daemon.0.id() as i32;
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = daemon.0.wait();
+}
+
+struct Run {
+    starts: Vec<Duration>,
+    spare_rss: Option<u64>,
+}
+
+async fn run(warm: bool, turns: usize) -> Run {
+    let (backend, line) = start({
+        let mut cmd = Command::new("node");
+        cmd.arg(adapter_dir().join("test/fake-backend.mjs"))
+            .args(["--scenario", "text", "--port", "0"])
+            .current_dir(adapter_dir());
+        cmd
+    });
+    let backend_url = serde_json::from_str::<Value>(&line).expect("backend URL")["url"]
+        .as_str()
+        .expect("url")
+        .to_owned();
+    let scratch = std::env::temp_dir().join(format!(
+        "codebuffd-turn-start-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let project = scratch.join("project");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("README.md"), "# demo\n").unwrap();
+    std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebuffd"));
+    cmd.args(["server", "--no-token", "--host", "127.0.0.1", "--port", "0"])
+        .arg("--data-dir")
+        .arg(scratch.join("data"))
+        .env("CODEBUFFD_TEST_BACKEND_URL", &backend_url)
+        .env("CODEBUFF_API_KEY", "bench-key")
+        .env("HOME", &scratch);
+    if !warm {
+        cmd.arg("--no-warm-start");
+    }
+    let (daemon, ready) = start(cmd);
+    let ready: Value = serde_json::from_str(&ready).expect("ready line");
+    let base = ready["url"].as_str().expect("url").to_owned();
+    let http = reqwest::Client::new();
+    let s = format!("{base}/v1/sessions/bench");
+    let resp = http
+        .post(&s)
+        .json(&json!({"agent": "codebuff", "directory": project}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+
+    let mut starts = Vec::with_capacity(turns);
+    let mut seen = 1u64;
+    let mut spare_rss = None;
+    for turn in 0..turns {
+        // Give the spare (or the machine) the pause a real user's turns have.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if warm && spare_rss.is_none() && turn > 0 {
+            let agents: Value = http
+                .get(format!("{base}/v1/agents"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            spare_rss = agents["agents"][0]["warmSpare"]["rssBytes"].as_u64();
+        }
+        let sent = Instant::now();
+        let resp = http
+            .post(format!("{s}/messages"))
+            .json(&json!({"message": "Say hello."}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 204);
+        // Poll the log at a fine grain for the turn's first agent event.
+        let mut first = None;
+        loop {
+            let page: Value = http
+                .get(format!("{s}/events?offset={seen}&limit=1000"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let events = page["events"].as_array().cloned().unwrap_or_default();
+            if first.is_none() && events.iter().any(|e| e["source"] == "agent") {
+                first = Some(sent.elapsed());
+            }
+            if let Some(end) = events.iter().find(|e| e["type"] == "turn.ended") {
+                assert_eq!(end["data"]["metadata"]["status"], "completed", "{end}");
+                seen = events
+                    .last()
+                    .and_then(|e| e["sequence"].as_u64())
+                    .unwrap_or(seen);
+                break;
+            }
+            assert!(
+                sent.elapsed() < Duration::from_secs(60),
+                "turn {turn} never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        starts.push(first.expect("an agent event"));
+    }
+    stop(daemon);
+    drop(backend);
+    let _ = std::fs::remove_dir_all(&scratch);
+    Run { starts, spare_rss }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn report(label: &str, run: &mut Run) -> Duration {
+    run.starts.sort();
+    let p50 = percentile(&run.starts, 0.5);
+    let p95 = percentile(&run.starts, 0.95);
+    println!(
+        "{label:>8}: POST → first agent event over {} turns: p50 {:.0} ms, p95 {:.0} ms, min {:.0} ms, max {:.0} ms",
+        run.starts.len(),
+        p50.as_secs_f64() * 1e3,
+        p95.as_secs_f64() * 1e3,
+        run.starts[0].as_secs_f64() * 1e3,
+        run.starts[run.starts.len() - 1].as_secs_f64() * 1e3,
+    );
+    p50
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    assert!(
+        adapter_dir().join("node_modules/@codebuff/sdk").is_dir(),
+        "run `npm ci` in adapters/codebuff first"
+    );
+    let turns: usize = std::env::var("TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(20);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut warm = runtime.block_on(run(true, turns));
+    let mut cold = runtime.block_on(run(false, turns));
+    let warm_p50 = report("warm", &mut warm);
+    report("cold", &mut cold);
+    match warm.spare_rss {
+        Some(rss) => println!(
+            "idle spare: {:.0} MiB resident (VmRSS of the waiting adapter)",
+            rss as f64 / (1024.0 * 1024.0)
+        ),
+        None => println!("idle spare: not seen"),
+    }
+    let met = if warm_p50 <= TARGET_P50 {
+        "met"
+    } else {
+        "MISSED"
+    };
+    println!("target: warm p50 ≤ {} ms: {met}", TARGET_P50.as_millis());
+}
