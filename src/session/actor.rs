@@ -45,6 +45,10 @@ pub(crate) enum Command {
     Cancel {
         reply: oneshot::Sender<()>,
     },
+    /// Change the agent mode of the next turns.
+    SetMode {
+        mode: String,
+    },
     Terminate {
         reply: oneshot::Sender<()>,
     },
@@ -293,6 +297,7 @@ impl Actor {
             Command::Cancel { reply } => {
                 let _ = reply.send(());
             }
+            Command::SetMode { mode } => self.set_mode(mode),
             Command::Terminate { reply } => {
                 self.end_session_terminated();
                 let _ = reply.send(());
@@ -346,6 +351,7 @@ impl Actor {
                 };
                 let _ = reply.send(result);
             }
+            Command::SetMode { mode } => self.set_mode(mode),
             Command::Cancel { reply } => {
                 if stop.is_none() {
                     *stop = Some(StopReason::Cancelled);
@@ -368,6 +374,12 @@ impl Actor {
                 self.waiting.push(reply);
             }
         }
+    }
+
+    /// Changes the agent mode of the next turns and records it.
+    pub(super) fn set_mode(&mut self, mode: String) {
+        self.shared.lock().agent_mode = mode;
+        self.persist(None);
     }
 
     /// Records `question.resolved` and returns the resolved question and the stdin line.

@@ -21,7 +21,7 @@ use super::context::SessionContext;
 use super::info::{EndState, SessionInfo};
 use super::message::UserMessage;
 use super::record::{from_record, now_ms, to_record, Live, RecordOf, Shared};
-use super::settings::{CreateRequest, SessionSettings};
+use super::settings::{validate_agent_mode, CreateRequest, SessionSettings};
 use super::SessionError;
 use crate::agent::AgentKind;
 use crate::store::{EventStore, StoreError};
@@ -115,7 +115,7 @@ impl SessionManager {
         }
         let now = now_ms();
         // The record counts the `session.started` appended next.
-        let live = Live::created(now);
+        let live = Live::created(now, &settings.agent_mode);
         let record = to_record(RecordOf {
             session_id: id,
             settings: &settings,
@@ -335,6 +335,20 @@ impl SessionManager {
         Ok(())
     }
 
+    /// Changes the agent mode of the session's next turns (`build`, `free`, `max`, `plan`); the
+    /// running turn keeps its own. Recorded in the session's record.
+    pub fn set_agent_mode(&self, id: &str, mode: &str) -> Result<(), SessionError> {
+        validate_agent_mode(mode)?;
+        let handle = self.handle(id)?;
+        self.check_open(&handle)?;
+        self.send(
+            &handle,
+            Command::SetMode {
+                mode: mode.to_owned(),
+            },
+        )
+    }
+
     /// Ends the session (idempotent): stops its turn, records `session.ended`.
     pub async fn terminate(&self, id: &str) -> Result<(), SessionError> {
         let handle = self.handle(id)?;
@@ -397,7 +411,7 @@ fn info_of(h: &Handle) -> SessionInfo {
     SessionInfo {
         session_id: h.id.to_string(),
         agent: s.agent.id().to_owned(),
-        agent_mode: s.agent_mode.clone(),
+        agent_mode: live.agent_mode.clone(),
         permission_mode: s.permission_mode.clone(),
         model: s.model.clone(),
         variant: s.variant.clone(),

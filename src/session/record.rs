@@ -13,6 +13,8 @@ use crate::universal::Cost;
 #[derive(Debug, Clone)]
 pub(crate) struct Live {
     pub status: SessionStatus,
+    /// The agent mode of the next turns (`build`, `free`, `max`, `plan`); it can change.
+    pub agent_mode: String,
     pub end: Option<EndState>,
     pub native_session_id: Option<String>,
     pub cost: Cost,
@@ -23,9 +25,10 @@ pub(crate) struct Live {
 
 impl Live {
     /// A session just created: idle, with its `session.started` as its only event.
-    pub(crate) fn created(now: u64) -> Live {
+    pub(crate) fn created(now: u64, agent_mode: &str) -> Live {
         Live {
             status: SessionStatus::Idle,
+            agent_mode: agent_mode.to_owned(),
             end: None,
             native_session_id: None,
             cost: Cost::default(),
@@ -89,7 +92,11 @@ pub(crate) fn to_record(of: RecordOf<'_>) -> SessionRecord {
         agent: of.settings.agent.id().to_owned(),
         created_at: of.created_at,
         updated_at: live.updated_at,
-        settings: of.settings.to_json(),
+        settings: {
+            let mut settings = of.settings.to_json();
+            settings["agentMode"] = live.agent_mode.clone().into();
+            settings
+        },
         native_session_id: live.native_session_id.clone(),
         status: live.status.as_str().to_owned(),
         ended: live.end.is_some(),
@@ -131,6 +138,7 @@ pub(crate) fn from_record(record: &SessionRecord, last_sequence: Option<u64>) ->
         )),
     };
     let live = Live {
+        agent_mode: settings.agent_mode.clone(),
         // A running or waiting turn did not survive the restart; recovery ends it.
         status: if end.is_some() {
             SessionStatus::Ended
@@ -187,6 +195,7 @@ mod tests {
     fn a_live_session_survives_the_round_trip() {
         let live = Live {
             status: SessionStatus::Running,
+            agent_mode: "max".into(),
             end: None,
             native_session_id: Some("n1".into()),
             cost: Cost::from_credits(12.5),
@@ -208,6 +217,8 @@ mod tests {
         // What was running is idle after a restart (recovery ends the turn).
         assert_eq!(back.live.status, SessionStatus::Idle);
         assert_eq!(back.live.native_session_id.as_deref(), Some("n1"));
+        // The mode as it is now, not as it was created.
+        assert_eq!(back.live.agent_mode, "max");
         assert_eq!(back.live.cost, Cost::from_credits(12.5));
         assert_eq!((back.live.turns, back.live.event_count), (3, 40));
     }
@@ -218,7 +229,7 @@ mod tests {
             let live = Live {
                 status: SessionStatus::Ended,
                 end: Some(end.clone()),
-                ..Live::created(1)
+                ..Live::created(1, "build")
             };
             let (record, back) = round_trip(live, None);
             assert!(record.ended);
@@ -229,13 +240,13 @@ mod tests {
 
     #[test]
     fn the_log_knows_better_than_the_record_how_many_events_there_are() {
-        let (record, _) = round_trip(Live::created(1), None);
+        let (record, _) = round_trip(Live::created(1, "build"), None);
         assert_eq!(from_record(&record, Some(12)).unwrap().live.event_count, 12);
     }
 
     #[test]
     fn unusable_settings_are_refused() {
-        let (mut record, _) = round_trip(Live::created(1), None);
+        let (mut record, _) = round_trip(Live::created(1, "build"), None);
         record.settings = serde_json::json!({"agent": "claude"});
         assert!(from_record(&record, None).is_none());
     }

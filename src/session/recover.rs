@@ -118,6 +118,7 @@ impl Actor {
             Command::Cancel { reply } => {
                 let _ = reply.send(());
             }
+            Command::SetMode { mode } => self.shared.lock().agent_mode = mode,
             Command::Terminate { reply } => {
                 // Recorded once the log can be written.
                 self.mark_terminated();

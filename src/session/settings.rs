@@ -82,6 +82,17 @@ impl std::fmt::Debug for SessionSettings {
     }
 }
 
+/// Checks an agent mode (`build`, `free`, `max`, `plan`).
+pub fn validate_agent_mode(mode: &str) -> Result<(), SessionError> {
+    if !AGENT_MODES.contains(&mode) {
+        return Err(SessionError::ModeNotSupported(format!(
+            "agentMode `{mode}` is not supported; use one of {}",
+            AGENT_MODES.join(", ")
+        )));
+    }
+    Ok(())
+}
+
 impl SessionSettings {
     /// Validates a create request under the daemon's policy.
     pub fn validate(req: CreateRequest, policy: &CreatePolicy) -> Result<Self, SessionError> {
@@ -102,12 +113,7 @@ impl SessionSettings {
         let agent = AgentKind::parse(&req.agent)
             .ok_or_else(|| SessionError::UnsupportedAgent(req.agent.clone()))?;
         let agent_mode = req.agent_mode.unwrap_or_else(|| "build".to_owned());
-        if !AGENT_MODES.contains(&agent_mode.as_str()) {
-            return Err(SessionError::ModeNotSupported(format!(
-                "agentMode `{agent_mode}` is not supported; use one of {}",
-                AGENT_MODES.join(", ")
-            )));
-        }
+        validate_agent_mode(&agent_mode)?;
         let permission_mode = req.permission_mode.unwrap_or_else(|| "bypass".to_owned());
         if !PERMISSION_MODES.contains(&permission_mode.as_str()) {
             return Err(SessionError::ModeNotSupported(format!(

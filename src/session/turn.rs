@@ -289,9 +289,10 @@ impl Actor {
     ) -> Result<AgentProcess, crate::agent::LaunchError> {
         let s = &self.settings;
         tracing::info!(session = %self.id, agent = s.agent.id(), "starting a turn");
+        let agent_mode = self.shared.lock().agent_mode.clone();
         self.ctx.agents.start(&TurnLaunch {
             kind: s.agent,
-            agent_mode: &s.agent_mode,
+            agent_mode: &agent_mode,
             model: s.model.as_deref(),
             continue_session: self.converter.native_session_id(),
             timeout: s.turn_timeout.or(self.ctx.limits.turn_timeout),
