@@ -213,7 +213,9 @@ mod tests {
         assert_eq!(record.owner, "me");
         assert_eq!(back.running, running);
         assert_eq!(back.created_at, 7);
-        assert_eq!(back.settings.to_json(), settings().to_json());
+        let mut expected = settings().to_json();
+        expected["agentMode"] = "max".into();
+        assert_eq!(back.settings.to_json(), expected);
         // What was running is idle after a restart (recovery ends the turn).
         assert_eq!(back.live.status, SessionStatus::Idle);
         assert_eq!(back.live.native_session_id.as_deref(), Some("n1"));
