@@ -15,6 +15,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once per process: the size of the server's arguments does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon: the `/v1` HTTP API on `--host`:`--port`.
@@ -112,6 +114,20 @@ pub struct ServerArgs {
     /// left after a reserve; env CODEBUFFD_MAX_CONNECTIONS].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// The permission mode of sessions that do not choose one: `bypass` (tools run without
+    /// asking), `default` (every tool that changes files or runs code asks), `acceptEdits`
+    /// (edits run, commands ask), `plan` (read-only) [default: bypass; env
+    /// CODEBUFFD_PERMISSION_MODE].
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
+    /// Seconds a permission request waits for an answer before it is rejected [default: 600;
+    /// env CODEBUFFD_PERMISSION_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub permission_timeout: Option<f64>,
+    /// The credit budget of sessions that do not set `maxCredits` [default: none; env
+    /// CODEBUFFD_MAX_SESSION_CREDITS].
+    #[arg(long, value_name = "CREDITS")]
+    pub max_session_credits: Option<f64>,
     /// Start agents only when a turn needs them, instead of keeping one warm process per agent
     /// kind in use [env CODEBUFFD_NO_WARM_START=1].
     #[arg(long)]

@@ -36,6 +36,12 @@ pub struct DaemonConfig {
     pub header_read_timeout: Duration,
     /// Keep a warm agent process per agent kind in use.
     pub warm_start: bool,
+    /// The permission mode of sessions that do not choose one.
+    pub permission_mode: String,
+    /// How long a permission request waits for an answer.
+    pub permission_timeout: Duration,
+    /// The credit budget of sessions that do not set one.
+    pub max_session_credits: Option<f64>,
 }
 
 impl DaemonConfig {
@@ -49,10 +55,13 @@ impl DaemonConfig {
                 turn_timeout: self.turn_timeout,
                 inactivity_timeout: self.inactivity_timeout,
                 max_line_bytes: self.max_line_bytes,
+                permission_timeout: self.permission_timeout,
                 ..crate::session::Limits::default()
             },
             allow_loader_env: self.allow_loader_env,
             warm_start: self.warm_start,
+            permission_mode: self.permission_mode.clone(),
+            max_session_credits: self.max_session_credits,
         }
     }
 }
@@ -79,6 +88,9 @@ struct FileConfig {
     max_connections: Option<usize>,
     header_read_timeout: Option<f64>,
     no_warm_start: Option<bool>,
+    permission_mode: Option<String>,
+    permission_timeout: Option<f64>,
+    max_session_credits: Option<f64>,
 }
 
 /// Why the settings are unusable.
@@ -264,7 +276,43 @@ impl DaemonConfig {
         let warm_start = !(args.no_warm_start
             || env_parse("CODEBUFFD_NO_WARM_START").is_some_and(|v| truthy(&v))
             || file.no_warm_start.unwrap_or(false));
+        let permission_mode = args
+            .permission_mode
+            .clone()
+            .or_else(|| env_parse("CODEBUFFD_PERMISSION_MODE"))
+            .or(file.permission_mode)
+            .unwrap_or_else(|| "bypass".to_owned());
+        if !crate::session::PERMISSION_MODES.contains(&permission_mode.as_str()) {
+            return Err(ConfigError(format!(
+                "permission mode `{permission_mode}` is not one of {}",
+                crate::session::PERMISSION_MODES.join(", ")
+            )));
+        }
+        let permission_timeout = positive_seconds(
+            "permission timeout",
+            args.permission_timeout
+                .or(parse_num(
+                    env_parse("CODEBUFFD_PERMISSION_TIMEOUT"),
+                    "CODEBUFFD_PERMISSION_TIMEOUT",
+                )?)
+                .or(file.permission_timeout)
+                .unwrap_or(600.0),
+        )?
+        .unwrap_or(Duration::from_secs(600));
+        let max_session_credits = args
+            .max_session_credits
+            .or(parse_num(
+                env_parse("CODEBUFFD_MAX_SESSION_CREDITS"),
+                "CODEBUFFD_MAX_SESSION_CREDITS",
+            )?)
+            .or(file.max_session_credits);
+        if max_session_credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
+            return Err(ConfigError("max session credits must be ≥ 0".into()));
+        }
         Ok(DaemonConfig {
+            permission_mode,
+            permission_timeout,
+            max_session_credits,
             warm_start,
             header_read_timeout,
             max_connections,

@@ -28,6 +28,10 @@ pub struct EngineConfig {
     pub allow_loader_env: bool,
     /// Keep a warm agent process per agent kind in use.
     pub warm_start: bool,
+    /// The permission mode of sessions that do not choose one.
+    pub permission_mode: String,
+    /// The credit budget of sessions that do not set one.
+    pub max_session_credits: Option<f64>,
 }
 
 /// A running engine.
@@ -78,6 +82,8 @@ impl Engine {
             config.allow_loader_env,
         );
         ctx.agents.warm_start = config.warm_start;
+        ctx.policy.default_permission_mode = config.permission_mode.clone();
+        ctx.policy.default_max_credits = config.max_session_credits;
         let manager = Arc::new(SessionManager::new(ctx));
         let restored = manager.restore()?;
         if restored > 0 {

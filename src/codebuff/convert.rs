@@ -13,12 +13,16 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::event::{
-    ErrorEvent, FinishEvent, OtherEvent, PrintModeEvent, ReasoningDeltaEvent, StartEvent,
-    SubagentEvent, TextEvent, ToolCallEvent, ToolProgressEvent, ToolResultEvent,
+    ErrorEvent, FinishEvent, OtherEvent, PermissionRequestEvent, PrintModeEvent,
+    ReasoningDeltaEvent, StartEvent, SubagentEvent, TextEvent, ToolCallEvent, ToolProgressEvent,
+    ToolResultEvent,
 };
 use super::ids::{item_number, ItemIds, Namespace};
 use super::intake::{Intake, LineIntake, Stream};
 use super::open_items::{OpenItem, OpenItems, Owner, Streamed};
+use super::permissions::{
+    DecidedBy, PermissionBook, PermissionError, PermissionMode, PermissionReply, PermissionRequest,
+};
 use super::questions::{QuestionBook, QuestionError};
 use super::tools;
 use crate::universal::{
@@ -68,6 +72,8 @@ struct Turn {
     id: Option<String>,
     ended: bool,
     finished: Option<Finished>,
+    /// The run's cost so far (its `cost` events), before its `finish` says the total.
+    cost_so_far: f64,
     /// The failure (code, message) the run reported with a fatal `error`, if any.
     failure: Option<(String, String)>,
     last_error_code: Option<String>,
@@ -86,6 +92,10 @@ pub struct CodebuffConverter {
     reasoning_segments: HashMap<String, u32>,
     calls: HashMap<String, ToolCallInfo>,
     questions: QuestionBook,
+    permissions: PermissionBook,
+    /// Lines for the agent's stdin the conversion decided on (the policy's permission
+    /// replies), for the caller to write.
+    outbox: Vec<String>,
     turn: Turn,
     session_cost: Cost,
 }
@@ -134,6 +144,53 @@ impl CodebuffConverter {
     /// True once the current turn has its `turn.ended`.
     pub fn turn_ended(&self) -> bool {
         self.turn.ended
+    }
+
+    /// Sets the session's permission mode (how requests are answered without asking).
+    pub fn set_permission_mode(&mut self, mode: PermissionMode) {
+        self.permissions.set_mode(mode);
+    }
+
+    /// Takes the lines for the agent's stdin the conversion decided on (permission replies
+    /// of the policy), in order.
+    pub fn take_outbox(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Answers an open permission request: `permission.resolved` (into `out`) and the reply
+    /// line for the agent.
+    pub fn resolve_permission(
+        &mut self,
+        id: &str,
+        reply: PermissionReply,
+        decided_by: DecidedBy,
+        reason: Option<&str>,
+        out: &mut Vec<EventDraft>,
+    ) -> Result<String, PermissionError> {
+        let (draft, line) = self.permissions.resolve(id, reply, decided_by, reason)?;
+        out.push(draft);
+        Ok(line)
+    }
+
+    /// True while some permission request waits for an answer.
+    pub fn has_pending_permissions(&self) -> bool {
+        self.permissions.has_open()
+    }
+
+    /// The ids of the open permission requests, sorted.
+    pub fn pending_permission_ids(&self) -> Vec<String> {
+        self.permissions.open_ids()
+    }
+
+    /// The session's cost with what the running turn has spent so far.
+    pub fn cost_with_running_turn(&self) -> Cost {
+        match &self.turn.finished {
+            Some(_) => self.session_cost,
+            None if self.turn.ended => self.session_cost,
+            None => self
+                .session_cost
+                .plus(Cost::from_credits(self.turn.cost_so_far)),
+        }
     }
 
     /// True once the current turn's run said `finish` (its ending waits for the exit).
@@ -230,13 +287,24 @@ impl CodebuffConverter {
             Some((code, message)) => (Some(code), Some(message)),
             None => (None, outcome.message),
         };
+        // A run stopped before its `finish` still spent what its `cost` events said.
+        let spent = match &finished {
+            Some(f) => f.cost,
+            None => {
+                let spent = Cost::from_credits(self.turn.cost_so_far);
+                self.session_cost = self.session_cost.plus(spent);
+                spent
+            }
+        };
+        let cost_reported =
+            finished.as_ref().is_some_and(|f| f.cost_reported) || self.turn.cost_so_far > 0.0;
         out.push(EventDraft::synthetic(EventData::TurnEnded(TurnData {
             phase: TurnPhase::Ended,
             turn_id: self.turn.id.clone(),
             metadata: Some(TurnMetadata {
                 status,
-                cost: finished.as_ref().map(|f| f.cost).unwrap_or_default(),
-                cost_reported: finished.as_ref().is_some_and(|f| f.cost_reported),
+                cost: spent,
+                cost_reported,
                 exit_code: outcome.exit_code,
                 signal: outcome.signal,
                 agent_id: finished.and_then(|f| f.agent_id),
@@ -317,6 +385,12 @@ impl CodebuffConverter {
             PrintModeEvent::Download(e) => {
                 let detail = serde_json::json!({"type": "download", "version": e.version, "status": e.status});
                 self.status_item("download", Some(detail.to_string()), raw, out);
+            }
+            PrintModeEvent::PermissionRequest(e) => self.permission_request(e, raw, out),
+            PrintModeEvent::Cost(e) => {
+                if e.total_cost.is_finite() && e.total_cost > self.turn.cost_so_far {
+                    self.turn.cost_so_far = e.total_cost;
+                }
             }
             PrintModeEvent::Other(e) => self.other(e, raw, out),
         }
@@ -646,6 +720,44 @@ impl CodebuffConverter {
                     .insert(e.agent_id, Subagent { item, open: false });
             }
         }
+    }
+
+    /// A request the policy answers becomes `permission.resolved` and a reply line in the
+    /// outbox; any other, `permission.requested`, open until answered.
+    fn permission_request(
+        &mut self,
+        e: PermissionRequestEvent,
+        raw: Option<Arc<RawLine>>,
+        out: &mut Vec<EventDraft>,
+    ) {
+        let kind = e.kind.unwrap_or_else(|| {
+            if e.command.is_some() {
+                "execute".into()
+            } else {
+                "edit".into()
+            }
+        });
+        let title = e.title.unwrap_or_else(|| match &e.command {
+            Some(command) => format!("Run `{command}`"),
+            None => format!("{} {}", e.tool_name, e.paths.join(", ")),
+        });
+        let (mut draft, line) = self.permissions.request(PermissionRequest {
+            request_id: e.request_id,
+            tool_call_id: e.tool_call_id,
+            tool_name: e.tool_name,
+            kind,
+            title,
+            command: e.command,
+            paths: e.paths,
+            input: e.input,
+        });
+        if line.is_none() {
+            // Asked of the user: the agent's own line.
+            draft.synthetic = false;
+            draft.raw = raw;
+        }
+        out.push(draft);
+        self.outbox.extend(line);
     }
 
     fn error(&mut self, e: ErrorEvent, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {

@@ -49,6 +49,10 @@ pub enum PrintModeEvent {
     Finish(FinishEvent),
     /// Legacy launcher download progress.
     Download(DownloadEvent),
+    /// (ours) The agent asks before a tool that changes files or runs code.
+    PermissionRequest(PermissionRequestEvent),
+    /// (ours) The run's cost so far, in credits, as it grows.
+    Cost(CostEvent),
     /// A fork type ([`FORK_TYPES`]) or a type nobody knows: kept whole.
     Other(OtherEvent),
 }
@@ -158,6 +162,29 @@ pub struct FinishEvent {
     pub total_cost: Option<f64>,
 }
 
+/// Fields of `permission_request` (`docs/agent-command.md` §5).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionRequestEvent {
+    pub request_id: String,
+    pub tool_call_id: Option<String>,
+    pub tool_name: String,
+    pub kind: Option<String>,
+    pub title: Option<String>,
+    pub command: Option<String>,
+    #[serde(default)]
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub input: Value,
+}
+
+/// Fields of `cost`: the run's cost so far.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CostEvent {
+    pub total_cost: f64,
+}
+
 /// Fields of `download`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -223,6 +250,8 @@ impl PrintModeEvent {
             PrintModeEvent::Error(_) => "error",
             PrintModeEvent::Finish(_) => "finish",
             PrintModeEvent::Download(_) => "download",
+            PrintModeEvent::PermissionRequest(_) => "permission_request",
+            PrintModeEvent::Cost(_) => "cost",
             PrintModeEvent::Other(o) => &o.event_type,
         }
     }
@@ -323,6 +352,10 @@ where
         "error" => PrintModeEvent::Error(shape(ty, ErrorEvent::deserialize(rest))?),
         "finish" => PrintModeEvent::Finish(shape(ty, FinishEvent::deserialize(rest))?),
         "download" => PrintModeEvent::Download(shape(ty, DownloadEvent::deserialize(rest))?),
+        "permission_request" => {
+            PrintModeEvent::PermissionRequest(shape(ty, PermissionRequestEvent::deserialize(rest))?)
+        }
+        "cost" => PrintModeEvent::Cost(shape(ty, CostEvent::deserialize(rest))?),
         other => {
             let mut fields = Map::new();
             fields.insert("type".to_owned(), Value::String(other.to_owned()));
@@ -366,6 +399,8 @@ fn is_known(ty: &str) -> bool {
             | "error"
             | "finish"
             | "download"
+            | "permission_request"
+            | "cost"
     )
 }
 

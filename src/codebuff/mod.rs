@@ -10,6 +10,7 @@ mod event;
 mod ids;
 mod intake;
 mod open_items;
+mod permissions;
 mod questions;
 mod text_buf;
 mod tools;
@@ -17,9 +18,12 @@ mod tools;
 pub use answer::{answer_line, skip_line, AnswerError};
 pub use convert::{CodebuffConverter, TurnOutcome};
 pub use event::{
-    DownloadEvent, ErrorEvent, FinishEvent, OtherEvent, ParseError, PrintModeEvent,
-    ReasoningDeltaEvent, StartEvent, SubagentEvent, TextEvent, ToolCallEvent, ToolProgressEvent,
-    ToolResultEvent, FORK_TYPES,
+    CostEvent, DownloadEvent, ErrorEvent, FinishEvent, OtherEvent, ParseError,
+    PermissionRequestEvent, PrintModeEvent, ReasoningDeltaEvent, StartEvent, SubagentEvent,
+    TextEvent, ToolCallEvent, ToolProgressEvent, ToolResultEvent, FORK_TYPES,
 };
 pub use intake::Stream;
+pub use permissions::{
+    command_prefix, DecidedBy, PermissionError, PermissionMode, PermissionReply, PermissionRequest,
+};
 pub use questions::QuestionError;

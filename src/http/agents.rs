@@ -38,7 +38,7 @@ pub struct Capabilities {
 /// Codebuff through the adapter, and the mock agent that imitates it.
 const CAPABILITIES: Capabilities = Capabilities {
     plan_mode: true,
-    permissions: false,
+    permissions: true,
     questions: true,
     tool_calls: true,
     tool_results: true,

@@ -73,6 +73,7 @@ fn title(kind: &str) -> &'static str {
         "payload_too_large" => "Payload too large",
         "service_unavailable" => "Service unavailable",
         "store_unavailable" => "Event log unavailable",
+        "budget_exhausted" => "Budget exhausted",
         "host_not_allowed" => "Host not allowed",
         "origin_not_allowed" => "Origin not allowed",
         _ => "Error",
@@ -134,6 +135,9 @@ impl From<SessionError> for Problem {
             ),
             SessionError::StoreUnavailable(_) => {
                 Problem::new("store_unavailable", StatusCode::SERVICE_UNAVAILABLE, detail)
+            }
+            SessionError::BudgetExhausted { .. } => {
+                Problem::new("budget_exhausted", StatusCode::PAYMENT_REQUIRED, detail)
             }
             SessionError::Store(_) => Problem::new("stream_error", StatusCode::BAD_GATEWAY, detail),
         }

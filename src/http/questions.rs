@@ -62,9 +62,17 @@ pub async fn permission_reply(
     OptionalJson(body): OptionalJson<PermissionReply>,
 ) -> Result<StatusCode, Problem> {
     state.manager.info(&id)?;
-    if !matches!(body.reply.as_deref(), Some("once" | "always" | "reject")) {
+    let Some(answer) = body
+        .reply
+        .as_deref()
+        .and_then(crate::codebuff::PermissionReply::parse)
+    else {
         return Err(Problem::invalid("`reply` must be `once`, `always` or `reject`").session(&id));
-    }
-    // Codebuff runs in `bypass` mode: it never asks permission, so no id is pending.
-    Err(Problem::invalid(format!("unknown permission id `{permission_id}`")).session(&id))
+    };
+    state
+        .manager
+        .reply_permission(&id, &permission_id, answer)
+        .await
+        .map_err(|e| Problem::from(e).session(&id))?;
+    Ok(StatusCode::NO_CONTENT)
 }

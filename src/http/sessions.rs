@@ -35,6 +35,9 @@ pub struct CreateSession {
     pub env: BTreeMap<String, String>,
     /// (ours) A Codebuff API key for this session only; never echoed or logged.
     pub api_key: Option<String>,
+    /// (ours) The credits the session may spend; further messages are refused (402
+    /// `budget_exhausted`) once it has, and a turn that reaches it mid-way is stopped.
+    pub max_credits: Option<f64>,
 }
 
 /// `POST /v1/sessions/{id}` answer.
@@ -67,6 +70,7 @@ pub async fn create_session(
         timeout_seconds: body.timeout_seconds,
         env: body.env,
         api_key: body.api_key,
+        max_credits: body.max_credits,
     };
     let info = state
         .manager

@@ -19,7 +19,9 @@ use super::record::{now_ms, to_record, RecordOf, Shared};
 use super::turn::StopReason;
 use super::{SessionError, SessionSettings};
 use crate::agent::AgentProcess;
-use crate::codebuff::{CodebuffConverter, QuestionError};
+use crate::codebuff::{
+    CodebuffConverter, DecidedBy, PermissionMode, PermissionReply, QuestionError,
+};
 use crate::store::RunningProcess;
 use crate::universal::{
     format_time, EventData, EventDraft, QuestionData, SessionEndReason, SessionEndedData,
@@ -40,6 +42,12 @@ pub(crate) enum Command {
     },
     Reject {
         question_id: String,
+        reply: oneshot::Sender<Result<(), SessionError>>,
+    },
+    /// Answer a permission request of the running turn.
+    Permission {
+        permission_id: String,
+        answer: PermissionReply,
         reply: oneshot::Sender<Result<(), SessionError>>,
     },
     Cancel {
@@ -107,6 +115,10 @@ impl Actor {
         created_at: u64,
         origin: Origin,
     ) -> Self {
+        let mut converter = CodebuffConverter::new();
+        converter.set_permission_mode(
+            PermissionMode::parse(&settings.permission_mode).unwrap_or(PermissionMode::Bypass),
+        );
         Actor {
             room: ctx.store.room(),
             origin,
@@ -115,7 +127,7 @@ impl Actor {
             settings,
             ctx,
             shared,
-            converter: CodebuffConverter::new(),
+            converter,
             queue: VecDeque::new(),
             rx,
             drafts: Vec::new(),
@@ -298,6 +310,28 @@ impl Actor {
                 let _ = reply.send(());
             }
             Command::SetMode { mode } => self.set_mode(mode),
+            Command::Permission {
+                permission_id,
+                answer,
+                reply,
+            } => {
+                // No turn runs: its requests were resolved when it ended, so this says
+                // which of unknown or already resolved the id is.
+                let result = self
+                    .converter
+                    .resolve_permission(
+                        &permission_id,
+                        answer,
+                        DecidedBy::User,
+                        None,
+                        &mut self.drafts,
+                    )
+                    .map(|_line| {
+                        self.flush();
+                    })
+                    .map_err(|e| SessionError::InvalidRequest(e.to_string()));
+                let _ = reply.send(result);
+            }
             Command::Terminate { reply } => {
                 self.end_session_terminated();
                 let _ = reply.send(());
@@ -352,6 +386,15 @@ impl Actor {
                 let _ = reply.send(result);
             }
             Command::SetMode { mode } => self.set_mode(mode),
+            Command::Permission {
+                permission_id,
+                answer,
+                reply,
+            } => {
+                let result =
+                    self.resolve_permission(process, &permission_id, answer, DecidedBy::User, None);
+                let _ = reply.send(result);
+            }
             Command::Cancel { reply } => {
                 if stop.is_none() {
                     *stop = Some(StopReason::Cancelled);
@@ -374,6 +417,31 @@ impl Actor {
                 self.waiting.push(reply);
             }
         }
+    }
+
+    /// Answers a permission request of the running turn: records `permission.resolved` and
+    /// hands the answer to the agent.
+    pub(super) fn resolve_permission(
+        &mut self,
+        process: &mut AgentProcess,
+        id: &str,
+        answer: PermissionReply,
+        decided_by: DecidedBy,
+        reason: Option<&str>,
+    ) -> Result<(), SessionError> {
+        let line = self
+            .converter
+            .resolve_permission(id, answer, decided_by, reason, &mut self.drafts)
+            .map_err(|e| SessionError::InvalidRequest(e.to_string()))?;
+        if !self.flush() {
+            return Err(SessionError::StoreUnavailable(
+                self.store_failure.clone().unwrap_or_default(),
+            ));
+        }
+        if let Err(error) = process.queue_line(&line) {
+            tracing::warn!(session = %self.id, %error, "the agent no longer reads its stdin");
+        }
+        Ok(())
     }
 
     /// Changes the agent mode of the next turns and records it.

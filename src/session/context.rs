@@ -22,6 +22,8 @@ pub struct Limits {
     pub stop_grace: Duration,
     /// Grace between SIGINT (cancel) and SIGKILL.
     pub cancel_grace: Duration,
+    /// How long a permission request waits for an answer before it is rejected.
+    pub permission_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -32,6 +34,7 @@ impl Default for Limits {
             max_line_bytes: 8 * 1024 * 1024,
             stop_grace: Duration::from_secs(5),
             cancel_grace: Duration::from_secs(5),
+            permission_timeout: Duration::from_secs(600),
         }
     }
 }

@@ -32,6 +32,9 @@ pub enum SessionError {
     AgentExited(String),
     #[error("the daemon is shutting down")]
     ShuttingDown,
+    /// The session has spent its credit budget.
+    #[error("the session has spent {spent} of its budget of {budget} credits; it takes no more messages")]
+    BudgetExhausted { spent: f64, budget: f64 },
     /// The event log cannot be written now; the daemon retries by itself.
     #[error("the event log cannot be written now ({0}); try again when GET /v1/health says ok")]
     StoreUnavailable(String),

@@ -64,6 +64,12 @@ pub struct SessionInfo {
     pub directory: String,
     pub title: Option<String>,
     pub status: SessionStatus,
+    /// The credits the session may spend, when it has a budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<f64>,
+    /// The credits it may still spend, when it has a budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<f64>,
     pub cost: Cost,
     pub turns: u64,
 }

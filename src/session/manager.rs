@@ -24,6 +24,7 @@ use super::record::{from_record, now_ms, to_record, Live, RecordOf, Shared};
 use super::settings::{validate_agent_mode, CreateRequest, SessionSettings};
 use super::SessionError;
 use crate::agent::AgentKind;
+use crate::codebuff::PermissionReply;
 use crate::store::{EventStore, StoreError};
 use crate::universal::format_time;
 
@@ -244,6 +245,14 @@ impl SessionManager {
             return Err(SessionError::StoreUnavailable(why));
         }
         let live = handle.shared.lock();
+        if let Some(budget) = handle.settings.max_credits {
+            if live.cost.credits >= budget {
+                return Err(SessionError::BudgetExhausted {
+                    spent: live.cost.credits,
+                    budget,
+                });
+            }
+        }
         match &live.end {
             Some(EndState::Terminated) => Err(SessionError::Terminated),
             Some(EndState::Error(m)) => Err(SessionError::AgentExited(m.clone())),
@@ -306,6 +315,27 @@ impl SessionManager {
             Command::Answer {
                 question_id: question_id.to_owned(),
                 answers,
+                reply,
+            },
+        )?;
+        rx.await.map_err(|_| SessionError::ShuttingDown)?
+    }
+
+    /// Answers a permission request of the session's running turn (`once`, `always`,
+    /// `reject`).
+    pub async fn reply_permission(
+        &self,
+        id: &str,
+        permission_id: &str,
+        answer: PermissionReply,
+    ) -> Result<(), SessionError> {
+        let handle = self.handle(id)?;
+        let (reply, rx) = oneshot::channel();
+        self.send(
+            &handle,
+            Command::Permission {
+                permission_id: permission_id.to_owned(),
+                answer,
                 reply,
             },
         )?;
@@ -423,6 +453,8 @@ fn info_of(h: &Handle) -> SessionInfo {
         directory: s.directory.display().to_string(),
         title: s.title.clone(),
         status: live.status,
+        budget: s.max_credits,
+        remaining: s.max_credits.map(|b| (b - live.cost.credits).max(0.0)),
         cost: live.cost,
         turns: live.turns,
     }

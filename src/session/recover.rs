@@ -112,7 +112,9 @@ impl Actor {
             || SessionError::StoreUnavailable(self.store_failure.clone().unwrap_or_default());
         match cmd {
             Command::Message { message, started } => self.enqueue(message, started),
-            Command::Answer { reply, .. } | Command::Reject { reply, .. } => {
+            Command::Answer { reply, .. }
+            | Command::Reject { reply, .. }
+            | Command::Permission { reply, .. } => {
                 let _ = reply.send(Err(unavailable()));
             }
             Command::Cancel { reply } => {
@@ -172,6 +174,10 @@ impl Actor {
             summary.cost,
             summary.pending_questions.values().cloned().collect(),
             summary.resolved_questions.clone(),
+        );
+        self.converter.set_permission_mode(
+            crate::codebuff::PermissionMode::parse(&self.settings.permission_mode)
+                .unwrap_or(crate::codebuff::PermissionMode::Bypass),
         );
         let mut live = self.shared.lock();
         live.cost = summary.cost;

@@ -8,8 +8,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use crate::universal::{
-    Cost, EventData, EventDraft, Item, ItemEventData, ItemStatus, QuestionData, TurnData,
-    TurnMetadata, TurnPhase, TurnStatus, UniversalEvent,
+    Cost, EventData, EventDraft, Item, ItemEventData, ItemStatus, PermissionData, PermissionStatus,
+    QuestionData, TurnData, TurnMetadata, TurnPhase, TurnStatus, UniversalEvent,
 };
 
 /// What a session's log says about its state.
@@ -25,6 +25,8 @@ pub struct LogSummary {
     /// Questions requested and not resolved.
     pub pending_questions: BTreeMap<String, QuestionData>,
     pub resolved_questions: HashSet<String>,
+    /// Permission requests requested and not resolved (their turn was interrupted).
+    pub pending_permissions: BTreeMap<String, PermissionData>,
     /// The turn still open at the end of the log, if any: its id and its open items.
     pub open_turn: Option<OpenTurn>,
     /// True when the log holds `session.ended`.
@@ -89,6 +91,13 @@ impl LogSummary {
                 self.pending_questions.remove(&q.question_id);
                 self.resolved_questions.insert(q.question_id.clone());
             }
+            EventData::PermissionRequested(p) => {
+                self.pending_permissions
+                    .insert(p.permission_id.clone(), p.clone());
+            }
+            EventData::PermissionResolved(p) => {
+                self.pending_permissions.remove(&p.permission_id);
+            }
             EventData::SessionEnded(_) => self.session_ended = true,
             _ => {}
         }
@@ -117,15 +126,30 @@ impl LogSummary {
         let Some(turn) = &self.open_turn else {
             return Vec::new();
         };
-        let mut drafts: Vec<EventDraft> = turn
-            .open_items
-            .iter()
-            .map(|item| {
-                let mut item = item.clone();
-                item.status = ItemStatus::Failed;
-                EventDraft::synthetic(EventData::ItemCompleted(ItemEventData { item }))
+        // Requests nobody answered are rejected: the agent that asked is gone.
+        let mut drafts: Vec<EventDraft> = self
+            .pending_permissions
+            .values()
+            .map(|p| {
+                let mut metadata = p.metadata.clone().unwrap_or_else(|| serde_json::json!({}));
+                if let Some(m) = metadata.as_object_mut() {
+                    m.insert("reply".into(), "reject".into());
+                    m.insert("decidedBy".into(), "daemon".into());
+                    m.insert("reason".into(), message.into());
+                }
+                EventDraft::synthetic(EventData::PermissionResolved(PermissionData {
+                    permission_id: p.permission_id.clone(),
+                    action: p.action.clone(),
+                    status: PermissionStatus::Reject,
+                    metadata: Some(metadata),
+                }))
             })
             .collect();
+        drafts.extend(turn.open_items.iter().map(|item| {
+            let mut item = item.clone();
+            item.status = ItemStatus::Failed;
+            EventDraft::synthetic(EventData::ItemCompleted(ItemEventData { item }))
+        }));
         drafts.push(EventDraft::synthetic(EventData::TurnEnded(TurnData {
             phase: TurnPhase::Ended,
             turn_id: turn.turn_id.clone(),

@@ -10,8 +10,9 @@ use crate::universal::{EventData, EventDraft, SessionMetadata, SessionStartedDat
 
 /// Agent modes both agents accept (`docs/http-api.md`): `build` is the default.
 pub const AGENT_MODES: &[&str] = &["build", "free", "max", "plan"];
-/// Permission modes: Codebuff runs its tools without asking.
-pub const PERMISSION_MODES: &[&str] = &["bypass"];
+/// Permission modes: `bypass` (tools run without asking), `default` (every tool that changes
+/// files or runs code asks), `acceptEdits` (edits run, commands ask), `plan` (read-only).
+pub const PERMISSION_MODES: &[&str] = &["bypass", "default", "acceptEdits", "plan"];
 
 /// The longest value an agent's argument or environment variable can have (Linux's
 /// `MAX_ARG_STRLEN`, 128 KiB, less room for the variable's name).
@@ -24,6 +25,10 @@ pub struct CreatePolicy {
     pub cwd: PathBuf,
     /// Sessions may set loader variables (`LD_PRELOAD`, `NODE_OPTIONS`, …) in `env`.
     pub allow_loader_env: bool,
+    /// The permission mode of sessions that do not choose one.
+    pub default_permission_mode: String,
+    /// The credit budget of sessions that do not set one.
+    pub default_max_credits: Option<f64>,
 }
 
 impl CreatePolicy {
@@ -32,6 +37,8 @@ impl CreatePolicy {
         CreatePolicy {
             cwd,
             allow_loader_env: false,
+            default_permission_mode: "bypass".to_owned(),
+            default_max_credits: None,
         }
     }
 }
@@ -50,6 +57,8 @@ pub struct CreateRequest {
     pub timeout_seconds: Option<f64>,
     pub env: BTreeMap<String, String>,
     pub api_key: Option<String>,
+    /// The session's credit budget.
+    pub max_credits: Option<f64>,
 }
 
 /// The validated settings of a session.
@@ -67,6 +76,8 @@ pub struct SessionSettings {
     pub env: Vec<(String, String)>,
     /// The session's own Codebuff credential; never echoed or logged.
     pub api_key: Option<String>,
+    /// The credits the session may spend; none = no budget.
+    pub max_credits: Option<f64>,
 }
 
 impl std::fmt::Debug for SessionSettings {
@@ -114,12 +125,23 @@ impl SessionSettings {
             .ok_or_else(|| SessionError::UnsupportedAgent(req.agent.clone()))?;
         let agent_mode = req.agent_mode.unwrap_or_else(|| "build".to_owned());
         validate_agent_mode(&agent_mode)?;
-        let permission_mode = req.permission_mode.unwrap_or_else(|| "bypass".to_owned());
+        let permission_mode = req
+            .permission_mode
+            .unwrap_or_else(|| policy.default_permission_mode.clone());
         if !PERMISSION_MODES.contains(&permission_mode.as_str()) {
             return Err(SessionError::ModeNotSupported(format!(
-                "permissionMode `{permission_mode}` is not supported; Codebuff runs its tools without asking (`bypass`)"
+                "permissionMode `{permission_mode}` is not supported; use one of {}",
+                PERMISSION_MODES.join(", ")
             )));
         }
+        let max_credits = match req.max_credits.or(policy.default_max_credits) {
+            Some(c) if !c.is_finite() || c < 0.0 => {
+                return Err(SessionError::InvalidRequest(format!(
+                    "maxCredits must be a number of credits ≥ 0, got {c}"
+                )))
+            }
+            other => other,
+        };
         let directory = match req.directory.as_deref() {
             None | Some("") => cwd.to_path_buf(),
             Some(d) => {
@@ -183,6 +205,7 @@ impl SessionSettings {
             turn_timeout,
             env: req.env.into_iter().collect(),
             api_key: req.api_key.filter(|k| !k.trim().is_empty()),
+            max_credits,
         })
     }
 
@@ -200,6 +223,7 @@ impl SessionSettings {
             turn_timeout: None,
             env: Vec::new(),
             api_key: None,
+            max_credits: None,
         }
     }
 
@@ -216,6 +240,7 @@ impl SessionSettings {
             "title": self.title,
             "timeoutSeconds": self.turn_timeout.map(|t| t.as_secs_f64()),
             "env": self.env.iter().cloned().collect::<BTreeMap<String, String>>(),
+            "maxCredits": self.max_credits,
         })
     }
 
@@ -245,6 +270,10 @@ impl SessionSettings {
                 })
                 .unwrap_or_default(),
             api_key: None,
+            max_credits: v
+                .get("maxCredits")
+                .and_then(|c| c.as_f64())
+                .filter(|c| c.is_finite() && *c >= 0.0),
         })
     }
 
@@ -305,10 +334,16 @@ mod tests {
             Err(SessionError::ModeNotSupported(_))
         ));
         let mut r = req("codebuff");
-        r.permission_mode = Some("plan".into());
+        r.permission_mode = Some("yolo".into());
         assert!(matches!(
             SessionSettings::validate(r, &policy()),
             Err(SessionError::ModeNotSupported(_))
+        ));
+        let mut r = req("mock");
+        r.max_credits = Some(-1.0);
+        assert!(matches!(
+            SessionSettings::validate(r, &policy()),
+            Err(SessionError::InvalidRequest(_))
         ));
         let mut r = req("codebuff");
         r.directory = Some("/definitely/not/here".into());

@@ -20,8 +20,9 @@ use super::message::UserMessage;
 use super::SessionError;
 use crate::agent::{procfs, AgentProcess, ExitInfo, OutputStream, ProcessEvent, TurnLaunch};
 use crate::codebuff::{CodebuffConverter, Stream, TurnOutcome};
+use crate::codebuff::{DecidedBy, PermissionReply};
 use crate::store::RunningProcess;
-use crate::universal::{EventDraft, StderrCollector, TurnStatus};
+use crate::universal::{ErrorData, EventData, EventDraft, StderrCollector, TurnStatus};
 
 /// Output events handled before the log is appended to (batching bounds append cost).
 const BATCH: usize = 512;
@@ -46,6 +47,8 @@ pub enum StopReason {
     StoreFailed(String),
     /// The run said `finish` but the agent did not exit within [`FINISH_GRACE`].
     Lingered,
+    /// The session reached its credit budget; the message says how far.
+    BudgetExhausted(String),
 }
 
 /// How the agent's output ended.
@@ -88,6 +91,7 @@ pub fn decide_outcome(
         ),
         Some(StopReason::TimedOut(m)) => (TurnStatus::TimedOut, m.clone()),
         Some(StopReason::StoreFailed(m)) => (TurnStatus::Failed, m.clone()),
+        Some(StopReason::BudgetExhausted(m)) => (TurnStatus::BudgetExhausted, m.clone()),
         None => match ending {
             Ending::OutputEnded if finished => {
                 (TurnStatus::Completed, "the agent's output ended".to_owned())
@@ -200,8 +204,55 @@ impl TurnDriver {
 }
 
 impl Actor {
+    /// The status of a running turn: awaiting input while a question or a permission request
+    /// waits for its answer.
+    fn show_progress(&self) {
+        let status =
+            if self.converter.has_pending_questions() || self.converter.has_pending_permissions() {
+                SessionStatus::AwaitingInput
+            } else {
+                SessionStatus::Running
+            };
+        self.set_status(status);
+    }
+
+    /// Gives each newly open permission request its deadline, forgets answered ones, and arms
+    /// `timer` for the earliest.
+    fn arm_permission_deadlines(
+        &self,
+        deadlines: &mut Vec<(String, Instant)>,
+        timer: std::pin::Pin<&mut tokio::time::Sleep>,
+        far: Instant,
+    ) {
+        let open = self.converter.pending_permission_ids();
+        deadlines.retain(|(id, _)| open.contains(id));
+        for id in open {
+            if !deadlines.iter().any(|(known, _)| *known == id) {
+                deadlines.push((id, Instant::now() + self.ctx.limits.permission_timeout));
+            }
+        }
+        let next = deadlines.iter().map(|(_, at)| *at).min().unwrap_or(far);
+        if timer.deadline() != next {
+            timer.reset(next);
+        }
+    }
+
     /// Runs one turn: the user item, one agent process to its exit, the turn's ending.
     pub(super) async fn run_turn(&mut self, queued: Queued) {
+        if let Some(refused) = self.over_budget() {
+            // A message queued before the budget ran out: it is not run, and the log says so.
+            self.drafts
+                .push(EventDraft::synthetic(EventData::Error(ErrorData {
+                    message: format!("a queued message was not run: {refused}"),
+                    code: Some("budget_exhausted".to_owned()),
+                    details: None,
+                })));
+            self.flush();
+            if let Some(tx) = queued.started {
+                let _ = tx.send(Err(refused));
+            }
+            return;
+        }
         {
             let mut live = self.shared.lock();
             live.status = SessionStatus::Running;
@@ -258,6 +309,22 @@ impl Actor {
                 (outcome, None)
             }
         };
+        // Requests nobody answered end with the turn.
+        let why = match &stop {
+            Some(StopReason::Cancelled) => "the turn was cancelled",
+            Some(StopReason::Terminated) => "the session was terminated",
+            Some(StopReason::Shutdown) => "the daemon shut down",
+            _ => "the turn ended",
+        };
+        for id in self.converter.pending_permission_ids() {
+            let _ = self.converter.resolve_permission(
+                &id,
+                PermissionReply::Reject,
+                DecidedBy::Daemon,
+                Some(why),
+                &mut self.drafts,
+            );
+        }
         if self.store_failure.is_some() {
             // The log lost part of this turn: the run loop ends it from the log once the log
             // can be written (`resync`).
@@ -269,6 +336,15 @@ impl Actor {
             return;
         }
         self.converter.end_turn(outcome, &mut self.drafts);
+        if let Some(reached) = self.over_budget() {
+            // Say once, where it happened, why the session takes no more messages.
+            self.drafts
+                .push(EventDraft::synthetic(EventData::Error(ErrorData {
+                    message: reached.to_string(),
+                    code: Some("budget_exhausted".to_owned()),
+                    details: None,
+                })));
+        }
         self.flush();
         match stop {
             Some(StopReason::Terminated) => self.end_session_terminated(),
@@ -282,6 +358,13 @@ impl Actor {
         }
     }
 
+    /// The refusal a message gets when the session has spent its budget.
+    pub(super) fn over_budget(&self) -> Option<SessionError> {
+        let budget = self.settings.max_credits?;
+        let spent = self.converter.cost_with_running_turn().credits;
+        (spent >= budget).then_some(SessionError::BudgetExhausted { spent, budget })
+    }
+
     /// Starts the agent process of a turn.
     fn start_agent(
         &self,
@@ -289,7 +372,12 @@ impl Actor {
     ) -> Result<AgentProcess, crate::agent::LaunchError> {
         let s = &self.settings;
         tracing::info!(session = %self.id, agent = s.agent.id(), "starting a turn");
-        let agent_mode = self.shared.lock().agent_mode.clone();
+        // Plan mode is read-only: the agent plans too.
+        let agent_mode = if s.permission_mode == "plan" {
+            "plan".to_owned()
+        } else {
+            self.shared.lock().agent_mode.clone()
+        };
         self.ctx.agents.start(&TurnLaunch {
             kind: s.agent,
             agent_mode: &agent_mode,
@@ -330,7 +418,10 @@ impl Actor {
         // Armed when the run says `finish`.
         let finish_timer = sleep_until(far);
         let mut finish_armed = false;
-        tokio::pin!(turn_timer, idle_timer, finish_timer);
+        // Armed for the earliest deadline of the open permission requests.
+        let permission_timer = sleep_until(far);
+        let mut permission_deadlines: Vec<(String, Instant)> = Vec::new();
+        tokio::pin!(turn_timer, idle_timer, finish_timer, permission_timer);
         let mut stop: Option<StopReason> = None;
         let mut exit: Option<ExitInfo> = None;
         // A store that can fail says so here, even while the agent prints nothing.
@@ -370,16 +461,45 @@ impl Actor {
                         process.close_stdin();
                         finish_timer.as_mut().reset(Instant::now() + FINISH_GRACE);
                     }
-                    let status = if self.converter.has_pending_questions() {
-                        SessionStatus::AwaitingInput
-                    } else {
-                        SessionStatus::Running
-                    };
-                    self.set_status(status);
+                    // The policy's answers go to the agent.
+                    for line in self.converter.take_outbox() {
+                        if let Err(error) = process.queue_line(&line) {
+                            tracing::warn!(session = %self.id, %error, "the agent no longer reads its stdin");
+                        }
+                    }
+                    self.arm_permission_deadlines(&mut permission_deadlines, permission_timer.as_mut(), far);
+                    if stop.is_none() {
+                        if let Some(reached) = self.over_budget() {
+                            stop = Some(StopReason::BudgetExhausted(reached.to_string()));
+                            process.stop(Signal::SIGINT, limits.cancel_grace);
+                        }
+                    }
+                    self.show_progress();
+                }
+                _ = &mut permission_timer, if !permission_deadlines.is_empty() => {
+                    let now = Instant::now();
+                    let expired: Vec<String> = permission_deadlines
+                        .iter()
+                        .filter(|(_, at)| *at <= now)
+                        .map(|(id, _)| id.clone())
+                        .collect();
+                    let why = format!(
+                        "nobody answered within {} s",
+                        limits.permission_timeout.as_secs_f64()
+                    );
+                    for id in expired {
+                        let _ = self.resolve_permission(&mut process, &id, PermissionReply::Reject, DecidedBy::Timeout, Some(&why));
+                    }
+                    self.arm_permission_deadlines(&mut permission_deadlines, permission_timer.as_mut(), far);
+                    self.show_progress();
                 }
                 cmd = self.rx.recv() => {
                     match cmd {
-                        Some(cmd) => self.handle_running(cmd, &mut process, &mut stop).await,
+                        Some(cmd) => {
+                            self.handle_running(cmd, &mut process, &mut stop).await;
+                            self.arm_permission_deadlines(&mut permission_deadlines, permission_timer.as_mut(), far);
+                            self.show_progress();
+                        }
                         None => {
                             stop = Some(StopReason::Shutdown);
                             process.stop(Signal::SIGTERM, limits.stop_grace);

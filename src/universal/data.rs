@@ -107,6 +107,8 @@ pub enum TurnStatus {
     TimedOut,
     Cancelled,
     Interrupted,
+    /// **(ours)** Stopped because the session reached its credit budget.
+    BudgetExhausted,
 }
 
 /// `item.started` / `item.completed`.

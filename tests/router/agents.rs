@@ -41,11 +41,10 @@ async fn agents_are_listed_with_exactly_the_capability_flags_they_have() {
         keys.sort_unstable();
         assert_eq!(keys, flags, "{}: exactly the 19 flags", a["id"]);
         assert!(caps.values().all(Value::is_boolean), "{a}");
-        // Truthful: both ask questions, stream deltas and call tools; neither gates permissions.
-        for on in ["questions", "streamingDeltas", "toolCalls", "textMessages"] {
+        // Truthful: both ask questions, stream deltas, call tools and gate them.
+        for on in ["questions", "streamingDeltas", "toolCalls", "textMessages", "permissions"] {
             assert_eq!(caps[on], true, "{}: {on}", a["id"]);
         }
-        assert_eq!(caps["permissions"], false, "{}", a["id"]);
     }
     let mock = &agents[1];
     assert_eq!(mock["installed"], true);

@@ -5,14 +5,11 @@
 //! end of input and the question timeout count as a skip.
 
 use std::io::{self, BufRead};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Map, Value};
+use super::stdin;
 
-/// Longest stdin line considered; longer ones are ignored.
-const MAX_LINE_BYTES: usize = 1024 * 1024;
+use serde_json::{json, Map, Value};
 
 /// Default question timeout, as in the real adapter.
 const DEFAULT_TIMEOUT_SECONDS: f64 = 600.0;
@@ -80,42 +77,20 @@ pub(super) fn question_timeout(raw: Option<&str>) -> Option<Duration> {
 
 /// Reads the reply to `tool_call_id` from stdin, waiting at most `timeout` (`None`: forever).
 pub(super) fn wait_for_reply(tool_call_id: &str, timeout: Option<Duration>) -> Reply {
-    let (tx, rx) = mpsc::channel();
-    // The reader may stay blocked in `read` after we are done; it ends with the process.
-    let spawned = thread::Builder::new()
-        .name("mock-stdin".into())
-        .spawn(move || {
-            let stdin = io::stdin();
-            let mut input = stdin.lock();
-            while let Ok(Some(line)) = read_bounded_line(&mut input, MAX_LINE_BYTES) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        eprintln!("mock-agent: cannot read stdin ({e}); skipping the question");
-        return Reply::Skipped;
-    }
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
     loop {
-        let received = match deadline {
-            Some(deadline) => rx.recv_timeout(deadline.saturating_duration_since(Instant::now())),
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-        };
-        match received {
-            Ok(Line::TooLong) => eprintln!("mock-agent: ignoring an oversized stdin line"),
-            Ok(Line::Text(bytes)) => {
-                match parse_reply_line(&String::from_utf8_lossy(&bytes), tool_call_id) {
+        match stdin::next_line(deadline) {
+            stdin::Next::Line(line) => {
+                match parse_reply_line(&String::from_utf8_lossy(&line), tool_call_id) {
                     Ok(reply) => return reply,
                     Err(why) => eprintln!("mock-agent: ignoring stdin line: {why}"),
                 }
             }
-            Err(RecvTimeoutError::Timeout) => {
+            stdin::Next::TimedOut => {
                 eprintln!("mock-agent: question {tool_call_id} timed out; skipping");
                 return Reply::Skipped;
             }
-            Err(RecvTimeoutError::Disconnected) => {
+            stdin::Next::Closed => {
                 eprintln!("mock-agent: stdin closed before an answer; skipping");
                 return Reply::Skipped;
             }

@@ -13,9 +13,11 @@
 //! worker is still blocked (reading stdin, sleeping, running a command).
 
 mod ask;
+mod gate;
 mod output;
 mod scenario;
 mod state;
+mod stdin;
 mod workspace;
 
 use std::sync::Arc;
@@ -68,10 +70,14 @@ pub fn run(mut args: AgentCommandArgs) -> u8 {
         }
     };
     let mut images = Vec::new();
+    let mut ask_permission = false;
     if args.stdin_turn {
         // Started before its turn was known (a warm spare): the turn comes on stdin.
         match read_turn() {
-            Ok(Some(turn)) => images = take_turn(&mut args, turn),
+            Ok(Some(turn)) => {
+                ask_permission = turn.permission_mode == "ask";
+                images = take_turn(&mut args, turn);
+            }
             Ok(None) => return exit::OK,
             Err(message) => {
                 eprintln!("mock-agent: {message}");
@@ -106,6 +112,7 @@ pub fn run(mut args: AgentCommandArgs) -> u8 {
         agent_id,
         run_tag: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
         images,
+        ask_permission,
         question_timeout: ask::question_timeout(
             std::env::var("CODEBUFF_QUESTION_TIMEOUT_SECONDS")
                 .ok()

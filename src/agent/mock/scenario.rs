@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::json;
 
 use super::ask;
+use super::gate;
 use super::output::{flood_line, EmitError, Emitter};
 use super::state::Session;
 use super::workspace;
@@ -41,6 +42,11 @@ pub(super) enum Scenario {
     Flood,
     /// Starts a process that leaves the turn's process group (`setsid`), then ends (or hangs).
     Escape,
+    /// One `write_file` of `gated.txt`, then one command writing `gated-cmd.txt`: each asks
+    /// first when the turn asks permission.
+    Gated,
+    /// Spends credits step by step (`cost` events), then finishes with the total.
+    Spend,
     /// Any other prompt: echoed whole.
     Default,
 }
@@ -67,6 +73,8 @@ impl Scenario {
             "huge" => Scenario::Huge,
             "flood" => Scenario::Flood,
             "escape" => Scenario::Escape,
+            "gated" => Scenario::Gated,
+            "spend" => Scenario::Spend,
             _ => return (Scenario::Default, prompt),
         };
         (scenario, rest.trim_start())
@@ -86,6 +94,8 @@ impl Scenario {
             Scenario::Huge => 4.0,
             Scenario::Flood => 5.0,
             Scenario::Escape => 1.0,
+            Scenario::Gated => 6.0,
+            Scenario::Spend => 0.0,
             Scenario::Fail | Scenario::Crash | Scenario::Hang => 0.0,
         }
     }
@@ -115,11 +125,28 @@ pub(super) struct Turn {
     pub question_timeout: Option<std::time::Duration>,
     /// Images sent with the prompt (the turn line's `images`).
     pub images: Vec<crate::agent::TurnImage>,
+    /// Ask before tools that write or run something (`permissionMode: "ask"`).
+    pub ask_permission: bool,
 }
 
 impl Turn {
     fn call_id(&self, name: &str) -> String {
         format!("{name}-{}", self.run_tag)
+    }
+
+    /// Asks permission for a tool call when the turn asks (else allows).
+    fn permission(
+        &mut self,
+        id: &str,
+        tool: &str,
+        input: &serde_json::Value,
+        command: Option<&str>,
+        paths: &[&str],
+    ) -> Result<gate::Decision, EmitError> {
+        if !self.ask_permission {
+            return Ok(gate::Decision::Allow);
+        }
+        gate::ask(&mut self.out, id, tool, input, command, paths)
     }
 
     fn finished(&self) -> Result<Outcome, EmitError> {
@@ -148,6 +175,8 @@ pub(super) fn play(t: &mut Turn) -> Result<Outcome, EmitError> {
         Scenario::Huge => huge(t),
         Scenario::Flood => flood(t),
         Scenario::Escape => escape(t),
+        Scenario::Gated => gated(t),
+        Scenario::Spend => spend(t),
     }
 }
 
@@ -221,11 +250,21 @@ fn tools(t: &mut Turn) -> Result<Outcome, EmitError> {
     for (id, name, input) in &calls {
         t.out.tool_call(id, name, input.clone(), MAIN_AGENT, None)?;
     }
-    let results = [
-        workspace::write_file("hello.txt", &content),
-        workspace::str_replace("missing.txt", "foo", "bar"),
-        workspace::run_command(command),
-    ];
+    let mut results = Vec::new();
+    for (i, (id, name, input)) in calls.iter().enumerate() {
+        let (asked_command, paths) = match i {
+            0 => (None, vec!["hello.txt"]),
+            1 => (None, vec!["missing.txt"]),
+            _ => (Some(command), vec![]),
+        };
+        let decision = t.permission(id, name, input, asked_command, &paths)?;
+        results.push(match (decision, i) {
+            (gate::Decision::Reject(why), _) => gate::rejected(&gate::Decision::Reject(why)),
+            (_, 0) => workspace::write_file("hello.txt", &content),
+            (_, 1) => workspace::str_replace("missing.txt", "foo", "bar"),
+            _ => workspace::run_command(command),
+        });
+    }
     for ((id, name, _), value) in calls.iter().zip(results) {
         t.out.tool_result(id, name, value, None)?;
     }
@@ -366,6 +405,95 @@ fn escape(t: &mut Turn) -> Result<Outcome, EmitError> {
         hang()
     }
     t.finished()
+}
+
+/// `gated`: writes `gated.txt`, then runs `echo gated-ok > gated-cmd.txt`; with a turn that
+/// asks permission, each asks first and runs only if allowed. The answer says what happened.
+fn gated(t: &mut Turn) -> Result<Outcome, EmitError> {
+    t.out
+        .stream("I will write gated.txt, then run a command.", None)?;
+    let write = t.call_id("write");
+    let input = json!({"path": "gated.txt", "instructions": "Create a file", "content": "gated\n"});
+    t.out
+        .tool_call(&write, "write_file", input.clone(), MAIN_AGENT, None)?;
+    let wrote = match t.permission(&write, "write_file", &input, None, &["gated.txt"])? {
+        gate::Decision::Allow => {
+            t.out.tool_result(
+                &write,
+                "write_file",
+                workspace::write_file("gated.txt", "gated\n"),
+                None,
+            )?;
+            true
+        }
+        rejected => {
+            t.out
+                .tool_result(&write, "write_file", gate::rejected(&rejected), None)?;
+            false
+        }
+    };
+    let run = t.call_id("run");
+    let command = "echo gated-ok > gated-cmd.txt";
+    let input = json!({"command": command, "process_type": "SYNC"});
+    t.out.tool_call(
+        &run,
+        "run_terminal_command",
+        input.clone(),
+        MAIN_AGENT,
+        None,
+    )?;
+    let ran = match t.permission(&run, "run_terminal_command", &input, Some(command), &[])? {
+        gate::Decision::Allow => {
+            t.out.tool_result(
+                &run,
+                "run_terminal_command",
+                workspace::run_command(command),
+                None,
+            )?;
+            true
+        }
+        rejected => {
+            t.out.tool_result(
+                &run,
+                "run_terminal_command",
+                gate::rejected(&rejected),
+                None,
+            )?;
+            false
+        }
+    };
+    let said = |done: bool| if done { "yes" } else { "no" };
+    t.out.stream(
+        &format!(
+            "Wrote gated.txt: {}; ran the command: {}.",
+            said(wrote),
+            said(ran)
+        ),
+        None,
+    )?;
+    t.finished()
+}
+
+/// `spend [N]`: N steps (default 10), each costing one credit: a `text_delta` and a `cost` event
+/// with the run's total so far, 50 ms apart; then `finish` with N credits.
+fn spend(t: &mut Turn) -> Result<Outcome, EmitError> {
+    let steps = t
+        .arg
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(10);
+    for step in 1..=steps {
+        t.out.text_delta(&format!("step {step}; "), None)?;
+        t.out
+            .event(&json!({"type": "cost", "totalCost": f64::from(step)}))?;
+        t.out.flush()?;
+        thread::sleep(Duration::from_millis(50));
+    }
+    t.out.text(&format!("Spent {steps} credits."), None)?;
+    Ok(Outcome::Finished {
+        total_cost: f64::from(steps),
+    })
 }
 
 /// `hang`: never ends by itself (until a signal or `--timeout`).
