@@ -46,6 +46,21 @@ pub enum CredentialSource {
     CodebuffAuth(PathBuf),
 }
 
+/// Where [`resolve`] looks, in order, for messages that say how to provide a key.
+pub fn places(home: Option<&Path>) -> Vec<String> {
+    let home = home.map_or_else(|| "~".to_owned(), |h| h.display().to_string());
+    vec![
+        "the session's `apiKey`".to_owned(),
+        "the daemon's CODEBUFF_API_KEY".to_owned(),
+        format!("{home}/.config/manicode/credentials.json (default.authToken)"),
+        format!("{home}/.codebuff/config.json (apiKey or token)"),
+        format!("{home}/.codebuff/auth.json (apiKey or token)"),
+    ]
+}
+
+/// Where a person gets a Codebuff API key.
+pub const GET_A_KEY: &str = "https://www.codebuff.com/api-keys";
+
 /// Finds the key for a spawn: `session_key`, then `env_key` (the daemon's `CODEBUFF_API_KEY`),
 /// then the credential files under `home`.
 ///

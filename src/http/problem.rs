@@ -74,6 +74,7 @@ fn title(kind: &str) -> &'static str {
         "service_unavailable" => "Service unavailable",
         "store_unavailable" => "Event log unavailable",
         "budget_exhausted" => "Budget exhausted",
+        "credentials_missing" => "Credentials missing",
         "host_not_allowed" => "Host not allowed",
         "origin_not_allowed" => "Origin not allowed",
         _ => "Error",
@@ -135,6 +136,15 @@ impl From<SessionError> for Problem {
             ),
             SessionError::StoreUnavailable(_) => {
                 Problem::new("store_unavailable", StatusCode::SERVICE_UNAVAILABLE, detail)
+            }
+            SessionError::CredentialsMissing { places, get_one } => {
+                let mut p = Problem::new("credentials_missing", StatusCode::BAD_REQUEST, detail);
+                p.agent = Some("codebuff".into());
+                p.details = Some(Box::new(serde_json::json!({
+                    "lookedIn": places,
+                    "getAKey": get_one,
+                })));
+                p
             }
             SessionError::BudgetExhausted { .. } => {
                 Problem::new("budget_exhausted", StatusCode::PAYMENT_REQUIRED, detail)

@@ -26,6 +26,11 @@ pub enum SessionError {
     InvalidRequest(String),
     #[error("agent `{agent}` is not installed: {how}")]
     AgentNotInstalled { agent: String, how: String },
+    #[error("no Codebuff credential: looked in {}; get a key at {}", .places.join(", "), .get_one)]
+    CredentialsMissing {
+        places: Vec<String>,
+        get_one: &'static str,
+    },
     #[error("session terminated")]
     Terminated,
     #[error("the session's agent failed: {0}")]

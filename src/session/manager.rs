@@ -96,6 +96,16 @@ impl SessionManager {
             return Err(SessionError::AlreadyExists(id.to_owned()));
         }
         let settings = SessionSettings::validate(req, &self.ctx.policy)?;
+        if !self
+            .ctx
+            .agents
+            .has_credential(settings.agent, settings.api_key.as_deref())
+        {
+            return Err(SessionError::CredentialsMissing {
+                places: crate::agent::credentials::places(self.ctx.agents.home.as_deref()),
+                get_one: crate::agent::credentials::GET_A_KEY,
+            });
+        }
         if settings.agent == AgentKind::Codebuff {
             self.ctx
                 .agents
