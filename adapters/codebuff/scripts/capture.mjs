@@ -227,7 +227,14 @@ async function main() {
         const actual = normalize(stdout)
         if (expected !== actual) {
           failed = true
-          log(`MISMATCH ${fixture}.jsonl (after normalisation):\n${diffLines(expected, actual)}`)
+          // Fixtures captured before the adapter printed `cost` events: say so when that is all.
+          const withoutCost = (text) => text.split('\n').filter((line) => !line.startsWith('{"type":"cost",')).join('\n')
+          if (withoutCost(expected) === withoutCost(actual)) {
+            const added = actual.split('\n').filter((line) => line.startsWith('{"type":"cost",'))
+            log(`MISMATCH ${fixture}.jsonl: only the cost events differ (captured: ${added.join(' ') || 'none'})`)
+          } else {
+            log(`MISMATCH ${fixture}.jsonl (after normalisation):\n${diffLines(expected, actual)}`)
+          }
         }
         const want = committedManifest[fixture]?.exitCode
         if (want !== manifest[fixture].exitCode) {

@@ -26,6 +26,7 @@ import { loadImages, ImageError } from './images.mjs'
 import { installOriginRedirect, CODEBUFF_ORIGINS } from './origin-redirect.mjs'
 import { installAbortableFetch } from './abortable-fetch.mjs'
 import { HttpFailureRecorder } from './http-failures.mjs'
+import { CostMeter } from './cost-meter.mjs'
 import { resolveAgent } from './agents.mjs'
 import { EXIT, describeFailure, statusCodeOf, cleanMessage } from './errors.mjs'
 
@@ -64,16 +65,18 @@ async function failEarly(message, code, exitStatus, statusCode) {
 const signalStatus = (signal) => (signal === 'SIGINT' ? EXIT.sigint : EXIT.sigterm)
 
 /**
- * Installs the fetch wrappers (test redirect, failure recorder, abort) and imports the SDK.
- * With --stdin-turn this happens before the turn line is read: the warm start.
+ * Installs the fetch wrappers (test redirect, failure recorder, cost meter, abort) and imports the
+ * SDK. With --stdin-turn this happens before the turn line is read: the warm start.
  */
 async function prepareSdk() {
   installOriginRedirect(process.env, log)
   const recorder = new HttpFailureRecorder({ origins: CODEBUFF_ORIGINS })
   globalThis.fetch = recorder.wrap(globalThis.fetch)
+  const costMeter = new CostMeter({ origins: CODEBUFF_ORIGINS, log })
+  globalThis.fetch = costMeter.wrap(globalThis.fetch)
   const abortInflight = installAbortableFetch()
   const sdk = await import('@codebuff/sdk')
-  return { sdk, recorder, abortInflight }
+  return { sdk, recorder, costMeter, abortInflight }
 }
 
 export async function main(argv = process.argv.slice(2)) {
@@ -168,7 +171,7 @@ export async function main(argv = process.argv.slice(2)) {
  * {prompt, mode, model, continueId, timeoutSeconds, cwd, env, permissionMode, images}.
  */
 async function runTurn({ turn, apiKey, router, prepared, timeoutFrom, setSignalHandler }) {
-  const { sdk, recorder, abortInflight } = prepared
+  const { sdk, recorder, costMeter, abortInflight } = prepared
 
   if (typeof apiKey !== 'string' || apiKey.trim() === '') {
     return failEarly('No Codebuff API key was given', 'auth_failed', EXIT.failed)
@@ -232,6 +235,15 @@ async function runTurn({ turn, apiKey, router, prepared, timeoutFrom, setSignalH
   const emit = (event) => {
     if (!finished) emitLine(event)
   }
+  // The run's cost as it grows (contract §2): a `cost` event whenever the metered total changes
+  // (src/cost-meter.mjs), and before `finish` one with finish.totalCost if it differs.
+  let printedCost = 0
+  const emitCost = (totalCost) => {
+    if (totalCost === printedCost) return
+    printedCost = totalCost
+    emit({ type: 'cost', totalCost })
+  }
+  costMeter.onChange((total) => emitCost(total))
   const askRelay = new AskUserRelay({ timeoutMs: questionTimeoutMs(process.env), signal: controller.signal, log })
   const permissions =
     turn.permissionMode === 'ask' ? new PermissionRelay({ emit, signal: controller.signal, log }) : null
@@ -277,6 +289,12 @@ async function runTurn({ turn, apiKey, router, prepared, timeoutFrom, setSignalH
   async function finish({ exitStatus, error, last, runState, save = true }) {
     if (finished) return
     if (error && heldFinish) log(`the SDK emitted finish before the run failed; not printed: ${JSON.stringify(heldFinish)}`)
+    if (last?.type === 'finish' && typeof last.totalCost === 'number') {
+      if (last.totalCost !== costMeter.total) {
+        log(`cost: finish.totalCost ${last.totalCost} differs from the metered ${costMeter.total} credits; printing the SDK's`)
+      }
+      emitCost(last.totalCost)
+    }
     if (last) emit(last)
     if (error) emit(error)
     finished = true

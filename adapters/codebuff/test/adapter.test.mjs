@@ -31,6 +31,7 @@ import { PermissionRelay, describeRequest } from '../src/permissions.mjs'
 import { createRedirectingFetch } from '../src/origin-redirect.mjs'
 import { classifyFailure, describeFailure } from '../src/errors.mjs'
 import { HttpFailureRecorder } from '../src/http-failures.mjs'
+import { CostMeter, SseReader, UsageCost, creditsOf } from '../src/cost-meter.mjs'
 import { isSensitiveFile, isEnvTemplateFile, dropSensitiveBlocks } from '../src/sensitive-files.mjs'
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -111,13 +112,24 @@ const deltasText = (events, agentId) =>
     .map((e) => e.text)
     .join('')
 const chatRequests = (requests) => requests.filter((r) => r.path === '/api/v1/chat/completions')
+const costs = (events) => events.filter((e) => e.type === 'cost').map((e) => e.totalCost)
+/** The run's cost events end with one equal to finish.totalCost, right before finish. */
+function assertCostsEndAtFinish(r) {
+  const finish = r.events.at(-1)
+  assert.equal(finish.type, 'finish')
+  const lastCost = r.events.findLastIndex((e) => e.type === 'cost')
+  assert.equal(r.events[lastCost].totalCost, finish.totalCost)
+  assert.ok(r.events.slice(lastCost + 1, -1).every((e) => e.type !== 'cost'))
+  // The metered total needed no correction: the adapter computed what the SDK computed.
+  assert.doesNotMatch(r.stderr, /differs from the metered/)
+}
 
 describe('runs against the fake backend', () => {
   it('text: streams deltas, the consolidated text and finish; saves the state', async () => {
     await withScenario('text', async ({ run, workspace }) => {
       const r = await run()
       assert.equal(r.exitCode, 0, r.stderr)
-      assert.deepEqual(types(r.events), ['start', 'text_delta', 'text_delta', 'text_delta', 'text_delta', 'text', 'finish'])
+      assert.deepEqual(types(r.events), ['start', 'text_delta', 'text_delta', 'text_delta', 'text_delta', 'cost', 'text', 'finish'])
       const start = r.events[0]
       assert.match(start.sessionId, UUID_RE)
       assert.equal(start.messageHistoryLength, 0)
@@ -127,6 +139,7 @@ describe('runs against the fake backend', () => {
       assert.equal(text.text, 'Hello from the fake model.')
       const finish = r.events.at(-1)
       assert.deepEqual(finish, { type: 'finish', agentId: 'base2', totalCost: 5 })
+      assert.deepEqual(r.events.find((e) => e.type === 'cost'), { type: 'cost', totalCost: 5 })
       const saved = JSON.parse(fs.readFileSync(path.join(workspace.stateDir, `${start.sessionId}.json`), 'utf8'))
       assert.equal(saved.sessionId, start.sessionId)
       assert.ok(saved.runState.sessionState.mainAgentState.messageHistory.length > 0)
@@ -453,6 +466,77 @@ describe('runs against the fake backend', () => {
   })
 })
 
+describe('cost as it grows', () => {
+  it('budget_steps: one cost event per model request as soon as it is known, increasing, the last equal to finish.totalCost', async () => {
+    await withScenario('budget_steps', async ({ runTurn, backend }) => {
+      const r = await runTurn({ turn: { permissionMode: 'bypass' } })
+      assert.equal(r.exitCode, 0, r.stderr)
+      // 2 credits (0.02 USD × 1.055 × 100, rounded) per step, 1 for the final text.
+      assert.deepEqual(costs(r.events), [2, 4, 6, 8, 10, 11])
+      assert.deepEqual(r.events.filter((e) => e.type === 'cost')[0], { type: 'cost', totalCost: 2 })
+      assert.deepEqual(r.events.at(-1), { type: 'finish', agentId: 'base2', totalCost: 11 })
+      assertCostsEndAtFinish(r)
+      assert.equal(chatRequests(await backend.requests()).length, 6)
+      // Step n's cost is printed after its reply streamed and before step n+1 starts.
+      const at = (predicate) => r.events.findIndex(predicate)
+      for (let n = 1; n <= 5; n++) {
+        const cost = at((e) => e.type === 'cost' && e.totalCost === 2 * n)
+        assert.ok(at((e) => e.type === 'text_delta' && e.text === `Step ${n}.`) < cost, `cost of step ${n} after its reply`)
+        const next = n < 5 ? `Step ${n + 1}.` : 'All five'
+        assert.ok(cost < at((e) => e.type === 'text_delta' && e.text === next), `cost of step ${n} before the next step`)
+      }
+      assert.deepEqual(
+        r.events.filter((e) => e.type === 'tool_result').map((e) => e.output[0].value.stdout),
+        ['step 1\n', 'step 2\n', 'step 3\n', 'step 4\n', 'step 5\n'],
+      )
+    })
+  })
+
+  it('tools and subagent: the subagent\'s requests are counted while it runs; the last cost equals finish.totalCost', async () => {
+    await withScenario('tools', async ({ run }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      assert.deepEqual(costs(r.events), [5, 7])
+      assertCostsEndAtFinish(r)
+    })
+    await withScenario('subagent', async ({ run }) => {
+      const r = await run()
+      assert.equal(r.exitCode, 0, r.stderr)
+      // main 0.04 USD → 4; helper 0.01 → 1, 0.01 → 1; main 0.02 → 2.
+      assert.deepEqual(costs(r.events), [4, 5, 6, 8])
+      assertCostsEndAtFinish(r)
+      const idx = (predicate) => r.events.findIndex(predicate)
+      const subStart = idx((e) => e.type === 'subagent_start')
+      const subFinish = idx((e) => e.type === 'subagent_finish')
+      for (const total of [5, 6]) {
+        const at = idx((e) => e.type === 'cost' && e.totalCost === total)
+        assert.ok(subStart < at && at < subFinish, `the helper's request (total ${total}) is counted before the helper ends`)
+      }
+    })
+  })
+
+  it('a run stopped mid-turn (as for a spent budget) has printed the cost so far', async () => {
+    await withScenario('budget_steps', async ({ runTurn }) => {
+      let stoppedAt = null
+      const r = await runTurn({
+        onEvent: (e, child) => {
+          if (e.type === 'cost' && e.totalCost >= 5 && stoppedAt === null) {
+            stoppedAt = e.totalCost
+            child.kill('SIGINT')
+          }
+        },
+      })
+      assert.equal(stoppedAt, 6)
+      assert.equal(r.exitCode, 130, r.stderr)
+      const printed = costs(r.events)
+      assert.deepEqual(printed, [2, 4, 6, 8, 10, 11].slice(0, printed.length))
+      assert.ok(printed.includes(6))
+      assert.equal(r.events.some((e) => e.type === 'finish'), false)
+      assert.equal(r.events.at(-1).code, 'aborted')
+    })
+  })
+})
+
 // Concurrency 2: the unreachable-backend test spends ~8 s in the SDK's retry back-off, idle.
 describe('truthful endings: one fatal error, no finish', { concurrency: 2 }, () => {
   /**
@@ -500,6 +584,8 @@ describe('truthful endings: one fatal error, no finish', { concurrency: 2 }, () 
           fatal: true,
         })
         assert.equal(r.events[0].type, expected.started === false ? 'error' : 'start')
+        // No request completed: no cost (a broken stream counts for the SDK neither).
+        assert.deepEqual(costs(r.events), [])
         if (expected.deltas) assert.equal(deltasText(r.events, undefined), expected.deltas)
         if (name === 'rate_limited' || name === 'server_error') {
           // The SDK retried (4 attempts) before giving up.
@@ -721,6 +807,46 @@ describe('permission requests (permissionMode "ask")', () => {
     assert.equal(fs.existsSync(path.join(workspace.workDir, 'old.txt')), false)
   })
 
+  it('permissions_repeat: bypass runs both steps; "ask" asks for every call (the identical command again), allowed it matches bypass', async () => {
+    const ungated = await runBypass('permissions_repeat')
+    assert.equal(ungated.r.exitCode, 0, ungated.r.stderr)
+    assert.equal(ungated.r.events.some((e) => e.type === 'permission_request'), false)
+    assert.deepEqual(snapshot(ungated.workspace), { 'first.txt': 'first\n', 'log.txt': 'one\none\n', 'second.txt': 'second\n' })
+    assert.equal(ungated.r.events.findLast((e) => e.type === 'text').text, 'Done.')
+    assert.deepEqual(costs(ungated.r.events), [1, 2, 3])
+    assertCostsEndAtFinish(ungated.r)
+
+    const { r, workspace, seenBefore } = await runAsking('permissions_repeat', () => ({ decision: 'allow' }))
+    assert.equal(r.exitCode, 0, r.stderr)
+    const calls = r.events.filter((e) => e.type === 'tool_call')
+    const asked = r.events.filter((e) => e.type === 'permission_request')
+    const log = ['run_terminal_command', 'execute', 'Run `echo one >> log.txt`', 'echo one >> log.txt', []]
+    assert.deepEqual(
+      asked.map((a) => [a.toolName, a.kind, a.title, a.command, a.paths]),
+      [
+        ['write_file', 'edit', 'Write first.txt', undefined, ['first.txt']],
+        log,
+        ['write_file', 'edit', 'Write second.txt', undefined, ['second.txt']],
+        log,
+      ],
+    )
+    assert.deepEqual(asked.map((a) => a.toolCallId), calls.map((c) => c.toolCallId))
+    assert.equal(new Set(asked.map((a) => a.requestId)).size, 4, 'a new request each time')
+    assert.deepEqual(asked[3].input, asked[1].input, 'the second command is identical to the first')
+    // Each call waited for its answer: the files before each request.
+    const sorted = (files) => Object.fromEntries(Object.entries(files).sort())
+    assert.deepEqual(seenBefore.map((s) => sorted(s.files)), [
+      {},
+      { 'first.txt': 'first\n' },
+      { 'first.txt': 'first\n', 'log.txt': 'one\n' },
+      { 'first.txt': 'first\n', 'log.txt': 'one\n', 'second.txt': 'second\n' },
+    ])
+    assert.deepEqual(toolResults(r.events), toolResults(ungated.r.events))
+    assert.deepEqual(snapshot(workspace), snapshot(ungated.workspace))
+    assert.equal(r.events.findLast((e) => e.type === 'text').text, 'Done.')
+    assertCostsEndAtFinish(r)
+  })
+
   it('stdin closing rejects the open request and every later one', async () => {
     const { r, workspace } = await runAsking('permissions', () => null)
     assert.equal(r.exitCode, 0, r.stderr)
@@ -864,7 +990,7 @@ describe('--stdin-turn', () => {
       const turnToFirstEvent = firstEventAt - r.turnWrittenAt
       t.diagnostic(`spawn → ready ${readyMs} ms; turn line → first event ${turnToFirstEvent} ms; idle RSS ${idleRssKiB} KiB`)
       assert.ok(turnToFirstEvent < readyMs, `turn → first event ${turnToFirstEvent} ms, spawn → ready ${readyMs} ms`)
-      assert.deepEqual(types(r.events), ['start', 'text_delta', 'text_delta', 'text_delta', 'text_delta', 'text', 'finish'])
+      assert.deepEqual(types(r.events), ['start', 'text_delta', 'text_delta', 'text_delta', 'text_delta', 'cost', 'text', 'finish'])
       assert.match(r.events[0].sessionId, UUID_RE)
       assert.equal(r.events.find((e) => e.type === 'text').text, 'Hello from the fake model.')
       assert.deepEqual(r.events.at(-1), { type: 'finish', agentId: 'base2', totalCost: 5 })
@@ -1148,6 +1274,92 @@ describe('unit', () => {
       code: 'internal',
       message: 'Cannot read properties of undefined',
     })
+  })
+
+  it('creditsOf / UsageCost / SseReader: the SDK\'s arithmetic and the usage fields of a stream', () => {
+    // calculateUsedCredits: round(USD × 1.055 × 100), per request.
+    assert.deepEqual([0.05, 0.02, 0.01, 0.0001, 0.004, 1].map(creditsOf), [5, 2, 1, 0, 0, 106])
+    const u = new UsageCost()
+    assert.equal(u.credits(), 0)
+    u.observe({ usage: { cost: 0.01 } })
+    u.observe({ usage: { cost: 0.03, cost_details: { upstream_inference_cost: 0.02 } } })
+    u.observe({ usage: { cost: 'x' } })
+    u.observe(undefined)
+    assert.equal(u.credits(), 5, 'the last numeric cost (0.03) plus the upstream cost (0.02)')
+    const data = []
+    const reader = new SseReader((d) => data.push(d))
+    reader.feed(': OPENROUTER PROCESSING\n\ndata: {"a"')
+    reader.feed(':1}\r')
+    reader.feed('\n\r\ndata:{"b":2}\ndata: {"c":3}\n\nevent: x\ndata: [DONE]\n\ndata: tail')
+    reader.end()
+    assert.deepEqual(data, ['{"a":1}', '{"b":2}\n{"c":3}', '[DONE]', 'tail'])
+  })
+
+  it('CostMeter: counts a chat completion when its body has been read to the end, passes the body through untouched', async () => {
+    const sse = (cost) =>
+      [
+        `data: ${JSON.stringify({ choices: [{ delta: { content: 'hi' } }] })}\n\n`,
+        `data: ${JSON.stringify({ choices: [{ delta: {}, finish_reason: 'stop' }], usage: { cost } })}\n\n`,
+        'data: [DONE]\n\n',
+      ].join('')
+    const env = {}
+    const meter = new CostMeter({ origins: ['https://www.codebuff.com'], env })
+    const seen = []
+    meter.onChange((total, credits) => seen.push([total, credits]))
+    let next = () => new Response(sse(0.05), { headers: { 'content-type': 'text/event-stream' } })
+    const f = meter.wrap(async () => next())
+    const chat = 'https://www.codebuff.com/api/v1/chat/completions'
+
+    const res = await f(chat, { method: 'POST' })
+    assert.equal(res.status, 200)
+    assert.deepEqual(seen, [], 'nothing before the body is read')
+    assert.equal(await res.text(), sse(0.05), 'the SDK gets the body unchanged')
+    assert.deepEqual(seen, [[5, 5]])
+
+    // Split across chunks at awkward places.
+    const bytes = new TextEncoder().encode(sse(0.02))
+    next = () =>
+      new Response(
+        new ReadableStream({
+          start(controller) {
+            for (let i = 0; i < bytes.length; i += 7) controller.enqueue(bytes.slice(i, i + 7))
+            controller.close()
+          },
+        }),
+        { headers: { 'content-type': 'text/event-stream' } },
+      )
+    await (await f(chat, { method: 'POST' })).text()
+    assert.deepEqual(seen.at(-1), [7, 2])
+
+    // A body that is not read to the end (cancelled: an abort, a broken stream) counts nothing.
+    next = () => new Response(sse(0.05), { headers: { 'content-type': 'text/event-stream' } })
+    await (await f(chat, { method: 'POST' })).body.cancel()
+    // Zero cost, other origins, other paths, failed responses: nothing.
+    next = () => new Response(sse(0), { headers: { 'content-type': 'text/event-stream' } })
+    await (await f(chat, { method: 'POST' })).text()
+    next = () => new Response(sse(0.05), { headers: { 'content-type': 'text/event-stream' } })
+    await (await f('https://us.i.posthog.com/api/v1/chat/completions', { method: 'POST' })).text()
+    await (await f('https://www.codebuff.com/api/v1/token-count', { method: 'POST' })).text()
+    next = () => new Response(sse(0.05), { status: 500, headers: { 'content-type': 'text/event-stream' } })
+    await (await f(chat, { method: 'POST' })).text()
+    // With CODEBUFF_BYOK_OPENROUTER set the SDK ignores the backend's cost.
+    env.CODEBUFF_BYOK_OPENROUTER = 'or-key'
+    next = () => new Response(sse(0.05), { headers: { 'content-type': 'text/event-stream' } })
+    await (await f(chat, { method: 'POST' })).text()
+    delete env.CODEBUFF_BYOK_OPENROUTER
+    assert.deepEqual(seen, [[5, 5], [7, 2]])
+
+    // A non-streaming completion (generateText): usage of the JSON body.
+    next = () => new Response(JSON.stringify({ choices: [], usage: { cost: 0.01 } }), { headers: { 'content-type': 'application/json' } })
+    assert.deepEqual(await (await f(chat, { method: 'POST' })).json(), { choices: [], usage: { cost: 0.01 } })
+    // web_search's creditsUsed, counted only with a result (as the SDK does).
+    next = () => new Response(JSON.stringify({ result: 'found', creditsUsed: 3 }), { headers: { 'content-type': 'application/json' } })
+    await (await f('https://www.codebuff.com/api/v1/web-search', { method: 'POST' })).text()
+    next = () => new Response(JSON.stringify({ error: 'none', creditsUsed: 9 }), { headers: { 'content-type': 'application/json' } })
+    await (await f('https://www.codebuff.com/api/v1/docs-search', { method: 'POST' })).text()
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    assert.deepEqual(seen, [[5, 5], [7, 2], [8, 1], [11, 3]])
+    assert.equal(meter.total, 11)
   })
 
   it('EventTranslator: "\\n" is dropped only right after a tool event', () => {

@@ -551,6 +551,71 @@ export const scenarios = {
     capture: false,
   },
 
+  permissions_repeat: {
+    description:
+      'Two steps, each a write_file and the same command `echo one >> log.txt`; then "Done.". For the ' +
+      "daemon's permission tests: in \"ask\" mode the adapter asks for every call, the identical " +
+      'command included (whether "once" or "always" answers it is the daemon\'s business).',
+    prompt: 'Write two files and log twice.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_write_first',
+            name: 'write_file',
+            input: { path: 'first.txt', instructions: 'Create the first file', content: 'first\n' },
+          },
+          {
+            id: 'call_log_first',
+            name: 'run_terminal_command',
+            input: { command: 'echo one >> log.txt', process_type: 'SYNC' },
+          },
+        ],
+        cost: 0.01,
+      },
+      {
+        toolCalls: [
+          {
+            id: 'call_write_second',
+            name: 'write_file',
+            input: { path: 'second.txt', instructions: 'Create the second file', content: 'second\n' },
+          },
+          {
+            id: 'call_log_second',
+            name: 'run_terminal_command',
+            input: { command: 'echo one >> log.txt', process_type: 'SYNC' },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Done.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
+  budget_steps: {
+    description:
+      'Five model steps of 0.02 USD (2 credits) each, step N running `echo step N`, then a text of ' +
+      '0.01 USD (1 credit): `cost` events 2, 4, 6, 8, 10, 11 and finish.totalCost 11. For mid-turn ' +
+      'budget stops.',
+    prompt: 'Take five steps.',
+    replies: [
+      ...[1, 2, 3, 4, 5].map((n) => ({
+        text: [`Step ${n}.`],
+        toolCalls: [
+          {
+            id: `call_step_${n}`,
+            name: 'run_terminal_command',
+            input: { command: `echo step ${n}`, process_type: 'SYNC' },
+          },
+        ],
+        cost: 0.02,
+      })),
+      { text: ['All five', ' steps done.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
   stall: {
     description: 'The first reply streams one chunk and then never finishes.',
     prompt: 'Take your time.',
