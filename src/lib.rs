@@ -14,6 +14,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod acp;
 pub mod agent;
 pub mod cli;
 pub mod codebuff;

@@ -1,4 +1,5 @@
 //! The commands of the `codebuffd` binary, one file each; `main.rs` dispatches to them.
 
+pub mod acp;
 pub mod convert;
 pub mod server;

@@ -1,0 +1,153 @@
+//! The door's state for one ACP connection: the engine's session manager, what the client can
+//! do (from `initialize`), and per session the order of its prompts and their cancellation.
+//! Turns, processes and the log stay the engine's; the door only remembers what the
+//! connection needs.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::ClientCapabilities;
+use tokio::sync::watch;
+
+use super::transport::Outbox;
+use crate::agent::AgentKind;
+use crate::session::SessionManager;
+use crate::universal::Cost;
+
+/// What the door is started with.
+#[derive(Debug, Clone)]
+pub struct AcpOptions {
+    /// The agent of the sessions `session/new` creates.
+    pub agent: AgentKind,
+    /// The engine's data directory (prompt images are written under it).
+    pub data_dir: PathBuf,
+}
+
+/// What the client said it can do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientAbilities {
+    /// `elicitation.form`: questions become forms.
+    pub forms: bool,
+    /// `session.notices`: agent errors become notices.
+    pub notices: bool,
+}
+
+impl ClientAbilities {
+    /// The abilities `initialize` advertised.
+    pub fn of(caps: &ClientCapabilities) -> ClientAbilities {
+        ClientAbilities {
+            forms: caps.elicitation.as_ref().is_some_and(|e| e.supports_form()),
+            notices: caps.session.as_ref().is_some_and(|s| s.notices.is_some()),
+        }
+    }
+}
+
+/// A session as this connection uses it.
+#[derive(Debug)]
+pub struct SessionSlot {
+    /// Held by the prompt that runs; the next ones wait for it, in order (tokio's mutex is
+    /// fair).
+    pub prompt: tokio::sync::Mutex<()>,
+    /// Counts `session/cancel`s: a prompt that sees it change was cancelled, and client
+    /// requests of the session's turn watch it.
+    cancels: watch::Sender<u64>,
+    /// The session's cost as of the last turn this connection saw end (or replayed).
+    cost: Mutex<Option<Cost>>,
+}
+
+impl SessionSlot {
+    fn new() -> SessionSlot {
+        SessionSlot {
+            prompt: tokio::sync::Mutex::new(()),
+            cancels: watch::Sender::new(0),
+            cost: Mutex::new(None),
+        }
+    }
+
+    /// The number of cancels so far.
+    pub fn cancels(&self) -> u64 {
+        *self.cancels.borrow()
+    }
+
+    /// A receiver that changes at each cancel.
+    pub fn watch_cancels(&self) -> watch::Receiver<u64> {
+        self.cancels.subscribe()
+    }
+
+    /// The session's cost through the last turn the connection saw end, if it saw one.
+    pub fn cost(&self) -> Option<Cost> {
+        *self.cost.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the session's cost through a turn's end.
+    pub fn set_cost(&self, cost: Cost) {
+        *self.cost.lock().unwrap_or_else(|p| p.into_inner()) = Some(cost);
+    }
+
+    /// Records a cancel: the running prompt and every queued one are cancelled.
+    pub fn cancel(&self) {
+        self.cancels.send_modify(|n| *n += 1);
+    }
+}
+
+/// The door's state, shared by the connection's handlers and tasks.
+pub struct Door {
+    pub manager: Arc<SessionManager>,
+    pub options: AcpOptions,
+    pub outbox: Arc<Outbox>,
+    client: Mutex<ClientAbilities>,
+    slots: Mutex<HashMap<String, Arc<SessionSlot>>>,
+    /// The tasks answering requests (prompts, loads …), stopped when the connection ends.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+}
+
+impl Door {
+    /// The state of a new connection.
+    pub fn new(manager: Arc<SessionManager>, options: AcpOptions, outbox: Arc<Outbox>) -> Door {
+        Door {
+            manager,
+            options,
+            outbox,
+            client: Mutex::new(ClientAbilities::default()),
+            slots: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `task` on the runtime (off the connection's dispatch loop), until it ends or the
+    /// connection does.
+    pub fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let handle = tokio::spawn(task).abort_handle();
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle);
+    }
+
+    /// Stops every task still running (the connection is over).
+    pub fn stop_tasks(&self) {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for task in tasks {
+            task.abort();
+        }
+    }
+
+    /// Remembers what the client can do.
+    pub fn set_client(&self, abilities: ClientAbilities) {
+        *self.client.lock().unwrap_or_else(|p| p.into_inner()) = abilities;
+    }
+
+    /// What the client can do.
+    pub fn client(&self) -> ClientAbilities {
+        *self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection's state of a session (made on first use).
+    pub fn slot(&self, session_id: &str) -> Arc<SessionSlot> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots
+            .entry(session_id.to_owned())
+            .or_insert_with(|| Arc::new(SessionSlot::new()))
+            .clone()
+    }
+}

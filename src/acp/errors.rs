@@ -1,0 +1,163 @@
+//! The JSON-RPC errors the door answers with: session errors by kind, and failed turns with
+//! their typed cause in `data` (`docs/acp.md` "Errors").
+
+use agent_client_protocol::Error;
+use serde_json::{json, Value};
+
+use super::project::TurnEnd;
+use crate::session::SessionError;
+use crate::store::StoreError;
+use crate::universal::TurnStatus;
+
+/// `-32002`: the resource (here, a session) does not exist.
+pub const RESOURCE_NOT_FOUND: i32 = -32002;
+
+/// Agent error codes that mean the credential is missing or refused: answered as ACP's
+/// "authentication required" (`-32000`), so a client can offer its sign-in.
+const AUTH_CODES: [&str; 2] = ["auth_failed", "credentials_missing"];
+
+/// The error for an unknown session id: `-32002` with `data.sessionId`.
+pub fn session_not_found(id: &str) -> Error {
+    Error::new(RESOURCE_NOT_FOUND, "Resource not found").data(json!({ "sessionId": id }))
+}
+
+/// Invalid params (`-32602`) with a reason.
+pub fn invalid_params(message: impl Into<String>) -> Error {
+    Error::new(-32602, "Invalid params").data(json!({ "message": message.into() }))
+}
+
+/// The error for a request the session layer refused.
+pub fn session_error(e: SessionError) -> Error {
+    let (code, kind) = match &e {
+        SessionError::NotFound(id) => return session_not_found(id),
+        SessionError::InvalidRequest(_)
+        | SessionError::ModeNotSupported(_)
+        | SessionError::UnsupportedAgent(_) => {
+            return Error::new(-32602, "Invalid params").data(json!({ "message": e.to_string() }))
+        }
+        SessionError::CredentialsMissing { places, get_one } => {
+            return Error::auth_required().data(json!({
+                "code": "credentials_missing",
+                "message": e.to_string(),
+                "lookedIn": places,
+                "getAKey": get_one,
+            }))
+        }
+        SessionError::BudgetExhausted { spent, budget } => {
+            return Error::new(-32603, e.to_string()).data(json!({
+                "code": "budget_exhausted",
+                "spent": spent,
+                "budget": budget,
+            }))
+        }
+        SessionError::AlreadyExists(_) => (-32600, "session_already_exists"),
+        SessionError::Terminated => (-32600, "session_terminated"),
+        SessionError::AgentNotInstalled { .. } => (-32603, "agent_not_installed"),
+        SessionError::AgentExited(_) => (-32603, "agent_process_exited"),
+        SessionError::ShuttingDown => (-32603, "shutting_down"),
+        SessionError::StoreUnavailable(_) => (-32603, "store_unavailable"),
+        SessionError::Store(_) => (-32603, "store_error"),
+    };
+    Error::new(code, e.to_string()).data(json!({ "code": kind }))
+}
+
+/// The error for a failed read of the log.
+pub fn store_error(e: StoreError) -> Error {
+    session_error(SessionError::from(e))
+}
+
+/// The error a prompt whose turn did not complete answers with: the turn's `status`, `code`,
+/// `message`, `exitCode`, `signal`, the last `error` the agent reported, the turn's cost, and
+/// `stderrTail` when the log has one. Credentials missing or refused are `-32000`
+/// ("Authentication required"), everything else `-32603`.
+pub fn turn_failed(end: &TurnEnd) -> Error {
+    let m = end.metadata.as_ref();
+    let status = end.status();
+    let code = m
+        .and_then(|m| m.code.clone())
+        .or_else(|| end.last_error.as_ref().and_then(|e| e.code.clone()));
+    let message = m
+        .and_then(|m| m.message.clone())
+        .or_else(|| end.last_error.as_ref().map(|e| e.message.clone()))
+        .unwrap_or_else(|| match status {
+            TurnStatus::TimedOut => "the turn timed out".to_owned(),
+            TurnStatus::Interrupted => "the turn was interrupted".to_owned(),
+            _ => "the turn failed".to_owned(),
+        });
+    let stderr_tail = end
+        .last_error
+        .as_ref()
+        .and_then(|e| e.details.as_ref())
+        .and_then(|d| d.get("stderr"))
+        .cloned();
+    let data = json!({
+        "status": status,
+        "code": code,
+        "message": message,
+        "turnId": end.turn_id,
+        "exitCode": m.and_then(|m| m.exit_code),
+        "signal": m.and_then(|m| m.signal),
+        "error": end.last_error.as_ref().map(|e| json!({"message": e.message, "code": e.code})),
+        "stderrTail": stderr_tail.unwrap_or(Value::Null),
+        "credits": m.map(|m| m.cost.credits),
+    });
+    let rpc_code = if code.as_deref().is_some_and(|c| AUTH_CODES.contains(&c)) {
+        -32000
+    } else {
+        -32603
+    };
+    Error::new(rpc_code, message).data(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::universal::{Cost, ErrorData, TurnMetadata};
+
+    fn end(code: Option<&str>, exit: Option<i32>) -> TurnEnd {
+        TurnEnd {
+            turn_id: Some("turn_2".into()),
+            metadata: Some(TurnMetadata {
+                status: TurnStatus::Failed,
+                cost: Cost::default(),
+                cost_reported: false,
+                exit_code: exit,
+                signal: None,
+                agent_id: None,
+                code: code.map(Into::into),
+                message: Some("Codebuff backend unreachable".into()),
+            }),
+            last_error: Some(ErrorData {
+                message: "Codebuff backend unreachable".into(),
+                code: Some("backend_error".into()),
+                details: None,
+            }),
+            session_cost: Cost::default(),
+        }
+    }
+
+    #[test]
+    fn a_failed_turn_carries_its_cause() {
+        let e = turn_failed(&end(Some("backend_error"), Some(3)));
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["code"], -32603);
+        assert_eq!(json["message"], "Codebuff backend unreachable");
+        assert_eq!(json["data"]["status"], "failed");
+        assert_eq!(json["data"]["code"], "backend_error");
+        assert_eq!(json["data"]["exitCode"], 3);
+        assert_eq!(json["data"]["turnId"], "turn_2");
+    }
+
+    #[test]
+    fn refused_credentials_ask_for_authentication() {
+        let e = turn_failed(&end(Some("auth_failed"), Some(1)));
+        assert_eq!(serde_json::to_value(&e).unwrap()["code"], -32000);
+    }
+
+    #[test]
+    fn unknown_sessions_are_resource_not_found() {
+        let json = serde_json::to_value(session_error(SessionError::NotFound("x".into()))).unwrap();
+        assert_eq!(json["code"], -32002);
+        assert_eq!(json["data"]["sessionId"], "x");
+    }
+}

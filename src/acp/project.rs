@@ -1,0 +1,1060 @@
+//! The projection: universal events in, ACP `session/update`s (and what the door must do about
+//! questions, permissions and turn endings) out. Pure: one [`Projector`] per followed log, fed
+//! the events in order; a live turn and a `session/load` replay go through the same code
+//! (`docs/acp.md` lists the mapping).
+//!
+//! | universal | ACP |
+//! | --- | --- |
+//! | user `message` item | `user_message_chunk` (replay only: a live client knows its prompt) |
+//! | assistant `message` deltas | `agent_message_chunk` (`messageId` = the item id) |
+//! | reasoning deltas | `agent_thought_chunk` |
+//! | `tool_call` item | `tool_call` (pending; kind, title, `locations`, `rawInput`), then `in_progress` |
+//! | `tool_result` item | `tool_call_update` (completed / failed, `diff` / output content, `rawOutput`) |
+//! | subagent status item | `tool_call` kind `other`; its children carry `_meta.codebuff.parentToolCallId` |
+//! | `write_todos` call | `plan` |
+//! | `error` | `notice` (when the client presents notices) |
+//! | `turn.ended` | open calls failed; `usage_update` with the session's cumulative cost |
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, Cost as AcpCost, MessageId, Meta, Notice, NoticeSeverity,
+    ResourceLink, SessionUpdate, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, UsageUpdate,
+};
+use serde_json::{json, Value};
+
+use super::tools;
+use crate::universal::{
+    ContentPart, Cost, ErrorData, EventData, Item, ItemKind, ItemRole, ItemStatus, PermissionData,
+    QuestionData, TurnMetadata, TurnStatus,
+};
+
+/// The `_meta` namespace of everything codebuffd adds to ACP types.
+pub const META_KEY: &str = "codebuff";
+
+/// How the events are shown.
+#[derive(Debug, Clone)]
+pub struct ProjectorOptions {
+    /// The session's directory: tool paths are relative to it, ACP wants them absolute.
+    pub cwd: PathBuf,
+    /// Replaying history (`session/load`): user messages are shown, nobody is asked anything.
+    pub replay: bool,
+    /// The client presents `notice` updates (`clientCapabilities.session.notices`).
+    pub notices: bool,
+}
+
+/// What the door has to do for one event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Send this `session/update`.
+    Update(SessionUpdate),
+    /// The agent asks the user (live only): ask the client. `tool_call_id` is the ACP id of the
+    /// `ask_user` call.
+    Ask {
+        question: QuestionData,
+        tool_call_id: Option<String>,
+    },
+    /// A question was answered or rejected (by anyone): stop asking the client.
+    QuestionResolved(String),
+    /// The agent asks permission (live only): ask the client.
+    Permission {
+        request: PermissionData,
+        tool_call_id: Option<String>,
+    },
+    /// A permission request was answered: stop asking the client.
+    PermissionResolved(String),
+    /// The turn is over.
+    TurnEnded(TurnEnd),
+    /// The session is over.
+    SessionEnded,
+}
+
+/// How a turn ended, with what a failed one needs to explain itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    pub turn_id: Option<String>,
+    pub metadata: Option<TurnMetadata>,
+    /// The last `error` the turn recorded.
+    pub last_error: Option<ErrorData>,
+    /// The session's cost so far, this turn included.
+    pub session_cost: Cost,
+}
+
+impl TurnEnd {
+    /// The turn's status (`interrupted` when the log does not say).
+    pub fn status(&self) -> TurnStatus {
+        self.metadata
+            .as_ref()
+            .map_or(TurnStatus::Interrupted, |m| m.status)
+    }
+}
+
+/// What an open message item streams into.
+#[derive(Debug, Clone)]
+enum Stream {
+    Message,
+    Thought,
+    /// A subagent's message: collected into the subagent's tool call when complete.
+    SubagentText(String),
+    /// Not shown (a subagent's reasoning, items of unknown subagents).
+    Hidden,
+}
+
+/// A tool call waiting for its result.
+#[derive(Debug, Clone)]
+struct Call {
+    /// The ACP tool call id (the call item's `itm_N`); `None` for hidden calls.
+    acp_id: Option<String>,
+    tool: String,
+    /// Diffs the call itself carried (`apply_patch`), shown again with the result.
+    diffs: Vec<ToolCallContent>,
+}
+
+/// A running subagent.
+#[derive(Debug, Clone, Default)]
+struct Subagent {
+    /// Its completed messages, shown as its tool call's content.
+    texts: Vec<String>,
+}
+
+/// Turns one session's events into ACP updates; keeps only what the running turn needs (open
+/// items, calls waiting for results, running subagents) and the session's cost.
+#[derive(Debug)]
+pub struct Projector {
+    options: ProjectorOptions,
+    streams: HashMap<String, Stream>,
+    calls: HashMap<String, Call>,
+    subagents: HashMap<String, Subagent>,
+    /// The ACP id of the last `spawn_agents` call: the subagents it starts point at it.
+    last_spawn: Option<String>,
+    last_error: Option<ErrorData>,
+    cost: Cost,
+}
+
+fn meta(value: Value) -> Meta {
+    let mut m = Meta::new();
+    m.insert(META_KEY.to_owned(), value);
+    m
+}
+
+fn text_chunk(text: &str, item_id: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::from(item_id.to_owned()))
+}
+
+impl Projector {
+    /// A projector for a log read from its start (or from a turn, with the session's cost so
+    /// far in `cost`).
+    pub fn new(options: ProjectorOptions, cost: Cost) -> Projector {
+        Projector {
+            options,
+            streams: HashMap::new(),
+            calls: HashMap::new(),
+            subagents: HashMap::new(),
+            last_spawn: None,
+            last_error: None,
+            cost,
+        }
+    }
+
+    /// The session's cost so far (every `turn.ended` seen added).
+    pub fn cost(&self) -> Cost {
+        self.cost
+    }
+
+    /// The `usage_update` of the session's cost: `cost` in USD, the exact credits in
+    /// `_meta.codebuff.credits` (Codebuff reports no token counts: `used` and `size` are 0).
+    pub fn usage(&self, turn: Option<Value>) -> SessionUpdate {
+        let mut m = json!({"credits": self.cost.credits});
+        if let Some(turn) = turn {
+            m["turn"] = turn;
+        }
+        SessionUpdate::UsageUpdate(
+            UsageUpdate::new(0, 0)
+                .cost(AcpCost::new(self.cost.usd, "USD"))
+                .meta(meta(m)),
+        )
+    }
+
+    /// Projects one event, pushing what it means onto `out`.
+    pub fn apply(&mut self, data: &EventData, out: &mut Vec<Effect>) {
+        match data {
+            EventData::ItemStarted(d) => self.item_started(&d.item, out),
+            EventData::ItemDelta(d) => {
+                let update = match self.streams.get(&d.item_id) {
+                    Some(Stream::Message) => {
+                        SessionUpdate::AgentMessageChunk(text_chunk(&d.delta, &d.item_id))
+                    }
+                    Some(Stream::Thought) => {
+                        SessionUpdate::AgentThoughtChunk(text_chunk(&d.delta, &d.item_id))
+                    }
+                    _ => return,
+                };
+                out.push(Effect::Update(update));
+            }
+            EventData::ItemCompleted(d) => self.item_completed(&d.item, out),
+            EventData::QuestionRequested(q) if !self.options.replay => {
+                out.push(Effect::Ask {
+                    tool_call_id: self
+                        .calls
+                        .get(&q.question_id)
+                        .and_then(|c| c.acp_id.clone()),
+                    question: q.clone(),
+                });
+            }
+            EventData::QuestionResolved(q) => {
+                out.push(Effect::QuestionResolved(q.question_id.clone()))
+            }
+            EventData::PermissionRequested(p) if !self.options.replay => {
+                let call = p
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.get("toolCallId"))
+                    .and_then(Value::as_str);
+                out.push(Effect::Permission {
+                    tool_call_id: call
+                        .and_then(|c| self.calls.get(c))
+                        .and_then(|c| c.acp_id.clone()),
+                    request: p.clone(),
+                });
+            }
+            EventData::PermissionResolved(p) => {
+                out.push(Effect::PermissionResolved(p.permission_id.clone()))
+            }
+            EventData::Error(e) => {
+                if self.options.notices {
+                    let mut notice = Notice::new(NoticeSeverity::Warning, e.message.clone());
+                    notice.description = e.code.clone();
+                    out.push(Effect::Update(SessionUpdate::Notice(notice)));
+                }
+                self.last_error = Some(e.clone());
+            }
+            EventData::TurnStarted(_) => {
+                self.last_error = None;
+            }
+            EventData::TurnEnded(t) => self.turn_ended(t.turn_id.clone(), t.metadata.clone(), out),
+            EventData::SessionEnded(_) => out.push(Effect::SessionEnded),
+            _ => {}
+        }
+    }
+
+    fn item_started(&mut self, item: &Item, out: &mut Vec<Effect>) {
+        match (item.kind, item.role) {
+            // A live client knows its own prompt.
+            (ItemKind::Message, Some(ItemRole::User)) if !self.options.replay => {}
+            (ItemKind::Message, Some(ItemRole::User)) => {
+                for block in user_blocks(&item.content) {
+                    out.push(Effect::Update(SessionUpdate::UserMessageChunk(
+                        ContentChunk::new(block).message_id(MessageId::from(item.item_id.clone())),
+                    )));
+                }
+            }
+            (ItemKind::Message, _) => {
+                let reasoning = matches!(item.content.first(), Some(ContentPart::Reasoning { .. }));
+                let stream = match item.parent_id.as_deref() {
+                    Some(parent) if self.subagents.contains_key(parent) && !reasoning => {
+                        Stream::SubagentText(parent.to_owned())
+                    }
+                    Some(_) => Stream::Hidden,
+                    None if reasoning => Stream::Thought,
+                    None => Stream::Message,
+                };
+                self.streams.insert(item.item_id.clone(), stream);
+            }
+            (ItemKind::ToolCall, _) => self.call_started(item, out),
+            (ItemKind::Status, _) => {
+                let Some(label) = subagent_label(item) else {
+                    return;
+                };
+                let input = item.content.iter().find_map(|p| match p {
+                    ContentPart::Json { json } => Some(json.clone()),
+                    _ => None,
+                });
+                let parent = self.parent_call(item).or_else(|| self.last_spawn.clone());
+                let call = ToolCall::new(item.item_id.clone(), label)
+                    .kind(ToolKind::Other)
+                    .status(ToolCallStatus::InProgress)
+                    .raw_input(input)
+                    .meta(meta(json!({"subagent": true, "parentToolCallId": parent})));
+                self.subagents
+                    .insert(item.item_id.clone(), Subagent::default());
+                out.push(Effect::Update(SessionUpdate::ToolCall(call)));
+            }
+            _ => {}
+        }
+    }
+
+    /// The ACP id of the subagent call an item belongs to.
+    fn parent_call(&self, item: &Item) -> Option<String> {
+        item.parent_id
+            .as_ref()
+            .filter(|p| self.subagents.contains_key(*p))
+            .cloned()
+    }
+
+    fn call_started(&mut self, item: &Item, out: &mut Vec<Effect>) {
+        let Some((tool, arguments, call_id)) = item.content.iter().find_map(|p| match p {
+            ContentPart::ToolCall {
+                name,
+                arguments,
+                call_id,
+            } => Some((name.as_str(), arguments.as_str(), call_id.as_str())),
+            _ => None,
+        }) else {
+            return;
+        };
+        let input: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        if tools::hidden(tool) {
+            if tool == tools::TODO_TOOL {
+                if let Some(plan) = tools::plan(&input) {
+                    out.push(Effect::Update(SessionUpdate::Plan(plan)));
+                }
+            }
+            self.calls.insert(
+                call_id.to_owned(),
+                Call {
+                    acp_id: None,
+                    tool: tool.to_owned(),
+                    diffs: Vec::new(),
+                },
+            );
+            return;
+        }
+        let cwd = &self.options.cwd;
+        let diffs = tools::diffs(cwd, &item.content);
+        let acp_id = item.item_id.clone();
+        let call = ToolCall::new(acp_id.clone(), tools::title(tool, &input))
+            .kind(tools::kind(tool, &input))
+            .status(ToolCallStatus::Pending)
+            .locations(tools::locations(cwd, &item.content))
+            .content(diffs.clone())
+            .raw_input(input)
+            .meta(meta(json!({
+                "toolName": tool,
+                "toolCallId": call_id,
+                "parentToolCallId": self.parent_call(item),
+            })));
+        if tools::spawns_agents(tool) {
+            self.last_spawn = Some(acp_id.clone());
+        }
+        self.calls.insert(
+            call_id.to_owned(),
+            Call {
+                acp_id: Some(acp_id),
+                tool: tool.to_owned(),
+                diffs,
+            },
+        );
+        out.push(Effect::Update(SessionUpdate::ToolCall(call)));
+    }
+
+    fn item_completed(&mut self, item: &Item, out: &mut Vec<Effect>) {
+        match item.kind {
+            ItemKind::Message => {
+                if let Some(Stream::SubagentText(parent)) = self.streams.remove(&item.item_id) {
+                    let text: String = item
+                        .content
+                        .iter()
+                        .filter_map(|p| match p {
+                            ContentPart::Text { text } => Some(text.as_str()),
+                            _ => None,
+                        })
+                        .collect();
+                    if let Some(sub) = self.subagents.get_mut(&parent) {
+                        if !text.is_empty() {
+                            sub.texts.push(text);
+                        }
+                        let content: Vec<ToolCallContent> =
+                            sub.texts.iter().map(|t| t.as_str().into()).collect();
+                        out.push(update(
+                            &parent,
+                            ToolCallUpdateFields::new().content(content),
+                        ));
+                    }
+                }
+            }
+            ItemKind::ToolCall => {
+                let call_id = item.content.iter().find_map(|p| match p {
+                    ContentPart::ToolCall { call_id, .. } => Some(call_id.as_str()),
+                    _ => None,
+                });
+                let Some(acp_id) = call_id
+                    .and_then(|c| self.calls.get(c))
+                    .and_then(|c| c.acp_id.clone())
+                else {
+                    return;
+                };
+                let status = match item.status {
+                    ItemStatus::Failed => ToolCallStatus::Failed,
+                    _ => ToolCallStatus::InProgress,
+                };
+                if status == ToolCallStatus::Failed {
+                    if let Some(c) = call_id {
+                        self.calls.remove(c);
+                    }
+                }
+                out.push(update(&acp_id, ToolCallUpdateFields::new().status(status)));
+            }
+            ItemKind::ToolResult => self.result_completed(item, out),
+            ItemKind::Status => {
+                if let Some(sub) = self.subagents.remove(&item.item_id) {
+                    let status = final_status(item.status);
+                    let content: Vec<ToolCallContent> =
+                        sub.texts.into_iter().map(ToolCallContent::from).collect();
+                    let mut fields = ToolCallUpdateFields::new().status(status);
+                    if !content.is_empty() {
+                        fields = fields.content(content);
+                    }
+                    out.push(update(&item.item_id, fields));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn result_completed(&mut self, item: &Item, out: &mut Vec<Effect>) {
+        let Some((call_id, output)) = item.content.iter().find_map(|p| match p {
+            ContentPart::ToolResult { call_id, output } => {
+                Some((call_id.as_str(), output.as_str()))
+            }
+            _ => None,
+        }) else {
+            return;
+        };
+        let Some(call) = self.calls.remove(call_id) else {
+            return;
+        };
+        let Some(acp_id) = call.acp_id else {
+            return;
+        };
+        if self.last_spawn.as_deref() == Some(acp_id.as_str()) {
+            self.last_spawn = None;
+        }
+        let output: Value =
+            serde_json::from_str(output).unwrap_or_else(|_| Value::String(output.to_owned()));
+        let mut content = tools::diffs(&self.options.cwd, &item.content);
+        if content.is_empty() {
+            content = call.diffs;
+        }
+        if let Some(text) = tools::result_text(&call.tool, &output) {
+            content.push(text.into());
+        }
+        let mut fields = ToolCallUpdateFields::new()
+            .status(final_status(item.status))
+            .raw_output(output);
+        if !content.is_empty() {
+            fields = fields.content(content);
+        }
+        out.push(update(&acp_id, fields));
+    }
+
+    fn turn_ended(
+        &mut self,
+        turn_id: Option<String>,
+        metadata: Option<TurnMetadata>,
+        out: &mut Vec<Effect>,
+    ) {
+        // Whatever is still open ended with the turn, without a result.
+        let mut open: Vec<String> = self
+            .calls
+            .drain()
+            .filter_map(|(_, c)| c.acp_id)
+            .chain(self.subagents.drain().map(|(id, _)| id))
+            .collect();
+        open.sort_by_key(|id| item_number(id));
+        for id in open {
+            out.push(update(
+                &id,
+                ToolCallUpdateFields::new().status(ToolCallStatus::Failed),
+            ));
+        }
+        self.streams.clear();
+        self.last_spawn = None;
+        let turn_cost = metadata.as_ref().map(|m| m.cost).unwrap_or_default();
+        self.cost = self.cost.plus(turn_cost);
+        let status = metadata
+            .as_ref()
+            .map_or(TurnStatus::Interrupted, |m| m.status);
+        let status_name = serde_json::to_value(status).unwrap_or(Value::Null);
+        if self.options.replay && self.options.notices && status != TurnStatus::Completed {
+            let mut notice = Notice::new(
+                NoticeSeverity::Warning,
+                format!("The turn ended: {}", status_name.as_str().unwrap_or("?")),
+            );
+            notice.description = metadata.as_ref().and_then(|m| m.message.clone());
+            out.push(Effect::Update(SessionUpdate::Notice(notice)));
+        }
+        out.push(Effect::Update(self.usage(Some(json!({
+            "id": turn_id,
+            "status": status_name,
+            "credits": turn_cost.credits,
+            "costReported": metadata.as_ref().is_some_and(|m| m.cost_reported),
+            "code": metadata.as_ref().and_then(|m| m.code.clone()),
+        })))));
+        out.push(Effect::TurnEnded(TurnEnd {
+            turn_id,
+            metadata,
+            last_error: self.last_error.take(),
+            session_cost: self.cost,
+        }));
+    }
+}
+
+/// `itm_N`'s N, to order ids as the log created them.
+fn item_number(id: &str) -> u64 {
+    id.strip_prefix("itm_")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+fn update(id: &str, fields: ToolCallUpdateFields) -> Effect {
+    Effect::Update(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        id.to_owned(),
+        fields,
+    )))
+}
+
+fn final_status(status: ItemStatus) -> ToolCallStatus {
+    match status {
+        ItemStatus::Failed => ToolCallStatus::Failed,
+        _ => ToolCallStatus::Completed,
+    }
+}
+
+/// The title of a subagent status item (its display name), if it is one.
+fn subagent_label(item: &Item) -> Option<String> {
+    item.content.iter().find_map(|p| match p {
+        ContentPart::Status { label, detail } if label == "subagent" => {
+            Some(detail.clone().unwrap_or_else(|| "Subagent".to_owned()))
+        }
+        _ => None,
+    })
+}
+
+/// The content blocks of a user message: its text, and its images as links to their files.
+fn user_blocks(content: &[ContentPart]) -> Vec<ContentBlock> {
+    content
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Text { text } if !text.is_empty() => {
+                Some(ContentBlock::from(text.clone()))
+            }
+            ContentPart::Image { path, mime } => {
+                let name = std::path::Path::new(path)
+                    .file_name()
+                    .map_or_else(|| path.clone(), |n| n.to_string_lossy().into_owned());
+                let mut link = ResourceLink::new(name, file_uri(path));
+                link.mime_type = mime.clone();
+                Some(ContentBlock::ResourceLink(link))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A `file://` URI for an absolute path (characters outside the URI grammar escaped).
+pub fn file_uri(path: &str) -> String {
+    let mut uri = String::from("file://");
+    for b in path.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                uri.push(b as char)
+            }
+            _ => uri.push_str(&format!("%{b:02X}")),
+        }
+    }
+    uri
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::universal::{
+        FileAction, ItemDeltaData, ItemEventData, QuestionStatus, TurnData, TurnPhase,
+    };
+    use std::sync::Arc;
+
+    fn projector(replay: bool) -> Projector {
+        Projector::new(
+            ProjectorOptions {
+                cwd: PathBuf::from("/work"),
+                replay,
+                notices: true,
+            },
+            Cost::default(),
+        )
+    }
+
+    fn item(
+        id: &str,
+        kind: ItemKind,
+        role: ItemRole,
+        parent: Option<&str>,
+        content: Vec<ContentPart>,
+        status: ItemStatus,
+    ) -> Item {
+        Item {
+            item_id: id.into(),
+            native_item_id: None,
+            parent_id: parent.map(Into::into),
+            kind,
+            role: Some(role),
+            content: Arc::new(content),
+            status,
+        }
+    }
+
+    fn started(i: Item) -> EventData {
+        EventData::ItemStarted(ItemEventData { item: i })
+    }
+
+    fn completed(mut i: Item, status: ItemStatus) -> EventData {
+        i.status = status;
+        EventData::ItemCompleted(ItemEventData { item: i })
+    }
+
+    fn delta(id: &str, text: &str) -> EventData {
+        EventData::ItemDelta(ItemDeltaData {
+            item_id: id.into(),
+            native_item_id: None,
+            delta: text.into(),
+        })
+    }
+
+    fn turn_ended(status: TurnStatus, credits: f64) -> EventData {
+        EventData::TurnEnded(TurnData {
+            phase: TurnPhase::Ended,
+            turn_id: Some("turn_1".into()),
+            metadata: Some(TurnMetadata {
+                status,
+                cost: Cost::from_credits(credits),
+                cost_reported: true,
+                exit_code: None,
+                signal: None,
+                agent_id: None,
+                code: None,
+                message: None,
+            }),
+        })
+    }
+
+    fn call_item(
+        id: &str,
+        name: &str,
+        args: Value,
+        call_id: &str,
+        extra: Vec<ContentPart>,
+    ) -> Item {
+        let mut content = vec![ContentPart::ToolCall {
+            name: name.into(),
+            arguments: args.to_string(),
+            call_id: call_id.into(),
+        }];
+        content.extend(extra);
+        item(
+            id,
+            ItemKind::ToolCall,
+            ItemRole::Assistant,
+            None,
+            content,
+            ItemStatus::InProgress,
+        )
+    }
+
+    fn result_item(id: &str, call_id: &str, output: Value, extra: Vec<ContentPart>) -> Item {
+        let mut content = vec![ContentPart::ToolResult {
+            call_id: call_id.into(),
+            output: output.to_string(),
+        }];
+        content.extend(extra);
+        item(
+            id,
+            ItemKind::ToolResult,
+            ItemRole::Tool,
+            None,
+            content,
+            ItemStatus::InProgress,
+        )
+    }
+
+    /// Every update of `events`, as JSON.
+    fn run(p: &mut Projector, events: &[EventData]) -> Vec<Value> {
+        let mut out = Vec::new();
+        for e in events {
+            p.apply(e, &mut out);
+        }
+        out.into_iter()
+            .filter_map(|e| match e {
+                Effect::Update(u) => Some(serde_json::to_value(u).unwrap()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn assistant_deltas_are_message_chunks_and_reasoning_is_thought() {
+        let mut p = projector(false);
+        let msg = item(
+            "itm_3",
+            ItemKind::Message,
+            ItemRole::Assistant,
+            None,
+            vec![ContentPart::Text { text: "".into() }],
+            ItemStatus::InProgress,
+        );
+        let thought = item(
+            "itm_4",
+            ItemKind::Message,
+            ItemRole::Assistant,
+            None,
+            vec![ContentPart::Reasoning {
+                text: "".into(),
+                visibility: crate::universal::ReasoningVisibility::Public,
+            }],
+            ItemStatus::InProgress,
+        );
+        let updates = run(
+            &mut p,
+            &[
+                started(thought.clone()),
+                delta("itm_4", "hmm"),
+                completed(thought, ItemStatus::Completed),
+                started(msg.clone()),
+                delta("itm_3", "Hel"),
+                delta("itm_3", "lo"),
+                completed(msg, ItemStatus::Completed),
+                delta("itm_3", "late"),
+            ],
+        );
+        assert_eq!(
+            updates,
+            vec![
+                json!({"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"hmm"},"messageId":"itm_4"}),
+                json!({"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Hel"},"messageId":"itm_3"}),
+                json!({"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"lo"},"messageId":"itm_3"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn user_messages_show_only_in_replay() {
+        let user = item(
+            "itm_1",
+            ItemKind::Message,
+            ItemRole::User,
+            None,
+            vec![
+                ContentPart::Text { text: "hi".into() },
+                ContentPart::Image {
+                    path: "/d/a b.png".into(),
+                    mime: Some("image/png".into()),
+                },
+            ],
+            ItemStatus::InProgress,
+        );
+        assert!(run(&mut projector(false), &[started(user.clone())]).is_empty());
+        let updates = run(&mut projector(true), &[started(user)]);
+        assert_eq!(
+            updates,
+            vec![
+                json!({"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"hi"},"messageId":"itm_1"}),
+                json!({"sessionUpdate":"user_message_chunk","content":{"type":"resource_link","name":"a b.png","uri":"file:///d/a%20b.png","mimeType":"image/png"},"messageId":"itm_1"}),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_file_edit_goes_pending_in_progress_completed_with_its_diff() {
+        let mut p = projector(false);
+        let call = call_item(
+            "itm_4",
+            "write_file",
+            json!({"path":"hello.txt","content":"hi\n"}),
+            "c1",
+            vec![ContentPart::FileRef {
+                path: "hello.txt".into(),
+                action: FileAction::Write,
+                diff: None,
+            }],
+        );
+        let output = json!([{"type":"json","value":{"file":"hello.txt","message":"Created new file","unifiedDiff":"@@ -0,0 +1,1 @@\n+hi\n"}}]);
+        let result = result_item(
+            "itm_9",
+            "c1",
+            output.clone(),
+            vec![ContentPart::FileRef {
+                path: "hello.txt".into(),
+                action: FileAction::Write,
+                diff: Some("@@ -0,0 +1,1 @@\n+hi\n".into()),
+            }],
+        );
+        let updates = run(
+            &mut p,
+            &[
+                started(call.clone()),
+                completed(call, ItemStatus::Completed),
+                started(result.clone()),
+                completed(result, ItemStatus::Completed),
+            ],
+        );
+        assert_eq!(updates.len(), 3, "{updates:#?}");
+        assert_eq!(
+            updates[0],
+            json!({"sessionUpdate":"tool_call","toolCallId":"itm_4","title":"Write hello.txt",
+                "kind":"edit","locations":[{"path":"/work/hello.txt"}],
+                "rawInput":{"path":"hello.txt","content":"hi\n"},
+                "_meta":{"codebuff":{"toolName":"write_file","toolCallId":"c1","parentToolCallId":null}}})
+        );
+        assert_eq!(
+            updates[1],
+            json!({"sessionUpdate":"tool_call_update","toolCallId":"itm_4","status":"in_progress"})
+        );
+        assert_eq!(
+            updates[2],
+            json!({"sessionUpdate":"tool_call_update","toolCallId":"itm_4","status":"completed",
+                "content":[{"type":"diff","path":"/work/hello.txt","newText":"hi\n"}],
+                "rawOutput": output})
+        );
+    }
+
+    #[test]
+    fn a_failed_command_shows_its_output_and_fails() {
+        let mut p = projector(false);
+        let call = call_item(
+            "itm_5",
+            "run_terminal_command",
+            json!({"command":"false"}),
+            "c2",
+            vec![],
+        );
+        let result = result_item(
+            "itm_6",
+            "c2",
+            json!([{"type":"json","value":{"errorMessage":"boom"}}]),
+            vec![],
+        );
+        let updates = run(
+            &mut p,
+            &[
+                started(call.clone()),
+                completed(call, ItemStatus::Completed),
+                completed(result, ItemStatus::Failed),
+            ],
+        );
+        assert_eq!(updates[0]["kind"], "execute");
+        assert_eq!(updates[0]["title"], "Run `false`");
+        assert_eq!(updates[2]["status"], "failed");
+        assert_eq!(
+            updates[2]["content"],
+            json!([{"type":"content","content":{"type":"text","text":"boom"}}])
+        );
+    }
+
+    #[test]
+    fn subagents_are_tool_calls_their_children_point_at() {
+        let mut p = projector(false);
+        let spawn = call_item(
+            "itm_4",
+            "spawn_agents",
+            json!({"agents":[{"agent_type":"file-picker"}]}),
+            "s1",
+            vec![],
+        );
+        let sub = item(
+            "itm_5",
+            ItemKind::Status,
+            ItemRole::System,
+            None,
+            vec![
+                ContentPart::Status {
+                    label: "subagent".into(),
+                    detail: Some("File Picker".into()),
+                },
+                ContentPart::Json {
+                    json: json!({"agentType":"file-picker"}),
+                },
+            ],
+            ItemStatus::InProgress,
+        );
+        let mut read = call_item("itm_6", "read_files", json!({"paths":["a"]}), "r1", vec![]);
+        read.parent_id = Some("itm_5".into());
+        let text = item(
+            "itm_7",
+            ItemKind::Message,
+            ItemRole::Assistant,
+            Some("itm_5"),
+            vec![ContentPart::Text { text: "".into() }],
+            ItemStatus::InProgress,
+        );
+        let mut done_text = text.clone();
+        done_text.content = Arc::new(vec![ContentPart::Text {
+            text: "a holds it".into(),
+        }]);
+        let updates = run(
+            &mut p,
+            &[
+                started(spawn.clone()),
+                completed(spawn, ItemStatus::Completed),
+                started(sub.clone()),
+                started(read),
+                started(text),
+                delta("itm_7", "a holds it"),
+                completed(done_text, ItemStatus::Completed),
+                completed(sub, ItemStatus::Completed),
+            ],
+        );
+        let kinds: Vec<&str> = updates
+            .iter()
+            .map(|u| u["sessionUpdate"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "tool_call",
+                "tool_call_update",
+                "tool_call",
+                "tool_call",
+                "tool_call_update",
+                "tool_call_update"
+            ],
+            "the subagent's text is no agent message: {updates:#?}"
+        );
+        assert_eq!(updates[2]["toolCallId"], "itm_5");
+        // `other` is ACP's default kind, left out on the wire.
+        assert!(updates[2].get("kind").is_none());
+        assert_eq!(updates[2]["title"], "File Picker");
+        assert_eq!(updates[2]["_meta"]["codebuff"]["parentToolCallId"], "itm_4");
+        assert_eq!(updates[3]["_meta"]["codebuff"]["parentToolCallId"], "itm_5");
+        assert_eq!(
+            updates[4]["content"],
+            json!([{"type":"content","content":{"type":"text","text":"a holds it"}}])
+        );
+        assert_eq!(updates[5]["status"], "completed");
+    }
+
+    #[test]
+    fn todos_are_a_plan_not_a_tool_call() {
+        let mut p = projector(false);
+        let todos = call_item(
+            "itm_4",
+            "write_todos",
+            json!({"todos":[{"task":"x","completed":false}]}),
+            "t1",
+            vec![],
+        );
+        let result = result_item("itm_5", "t1", json!([]), vec![]);
+        let updates = run(
+            &mut p,
+            &[
+                started(todos.clone()),
+                completed(todos, ItemStatus::Completed),
+                completed(result, ItemStatus::Completed),
+            ],
+        );
+        assert_eq!(
+            updates,
+            vec![
+                json!({"sessionUpdate":"plan","entries":[{"content":"x","priority":"medium","status":"pending"}]})
+            ]
+        );
+    }
+
+    #[test]
+    fn a_turn_end_fails_open_calls_and_reports_the_cumulative_cost() {
+        let mut p = projector(false);
+        let call = call_item(
+            "itm_4",
+            "run_terminal_command",
+            json!({"command":"sleep 9"}),
+            "c",
+            vec![],
+        );
+        let mut out = Vec::new();
+        p.apply(&started(call), &mut out);
+        p.apply(&turn_ended(TurnStatus::Completed, 150.0), &mut out);
+        p.apply(&turn_ended(TurnStatus::Cancelled, 50.0), &mut out);
+        let updates: Vec<Value> = out
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Update(u) => Some(serde_json::to_value(u).unwrap()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            updates[1],
+            json!({"sessionUpdate":"tool_call_update","toolCallId":"itm_4","status":"failed"})
+        );
+        assert_eq!(updates[2]["sessionUpdate"], "usage_update");
+        assert_eq!(updates[2]["cost"], json!({"amount":1.5,"currency":"USD"}));
+        assert_eq!(updates[2]["_meta"]["codebuff"]["credits"], 150.0);
+        assert_eq!(updates[3]["cost"], json!({"amount":2.0,"currency":"USD"}));
+        assert_eq!(
+            updates[3]["_meta"]["codebuff"]["turn"]["status"],
+            "cancelled"
+        );
+        assert_eq!(updates[3]["_meta"]["codebuff"]["turn"]["credits"], 50.0);
+        let ends: Vec<&TurnEnd> = out
+            .iter()
+            .filter_map(|e| match e {
+                Effect::TurnEnded(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends.len(), 2);
+        assert_eq!(ends[1].status(), TurnStatus::Cancelled);
+        assert_eq!(ends[1].session_cost.credits, 200.0);
+    }
+
+    #[test]
+    fn questions_are_asked_live_only_with_their_tool_call() {
+        let ask = call_item("itm_4", "ask_user", json!({"questions":[]}), "q1", vec![]);
+        let question = EventData::QuestionRequested(QuestionData {
+            question_id: "q1".into(),
+            prompt: "Which?".into(),
+            options: vec![],
+            response: None,
+            status: QuestionStatus::Requested,
+            questions: vec![],
+            answers: None,
+        });
+        let mut out = Vec::new();
+        let mut live = projector(false);
+        live.apply(&started(ask.clone()), &mut out);
+        live.apply(&question, &mut out);
+        assert!(matches!(
+            out.last(),
+            Some(Effect::Ask { tool_call_id: Some(id), .. }) if id == "itm_4"
+        ));
+        let mut out = Vec::new();
+        let mut replay = projector(true);
+        replay.apply(&started(ask), &mut out);
+        replay.apply(&question, &mut out);
+        assert!(!out.iter().any(|e| matches!(e, Effect::Ask { .. })));
+    }
+
+    #[test]
+    fn errors_are_notices_when_the_client_shows_them() {
+        let error = EventData::Error(ErrorData {
+            message: "overloaded".into(),
+            code: Some("provider-error".into()),
+            details: None,
+        });
+        let updates = run(&mut projector(false), std::slice::from_ref(&error));
+        assert_eq!(
+            updates,
+            vec![
+                json!({"sessionUpdate":"notice","severity":"warning","title":"overloaded","description":"provider-error"})
+            ]
+        );
+        let mut quiet = Projector::new(
+            ProjectorOptions {
+                cwd: PathBuf::from("/"),
+                replay: false,
+                notices: false,
+            },
+            Cost::default(),
+        );
+        assert!(run(&mut quiet, &[error]).is_empty());
+    }
+}

@@ -1,0 +1,57 @@
+//! `session/load`'s replay: the whole log, read from the store up to where it is when the load
+//! arrives, projected as `session/update`s (user and agent messages, thoughts, tool calls with
+//! their final status, plans, and a `usage_update` after each turn). Nobody is asked anything:
+//! the questions of the past were answered in the past.
+
+use std::path::PathBuf;
+
+use agent_client_protocol::v1::schema::SessionNotification;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::{Client, Error};
+
+use super::door::Door;
+use super::errors::store_error;
+use super::log::{decode, LogCursor};
+use super::project::{Effect, Projector, ProjectorOptions};
+use crate::universal::Cost;
+
+/// Sends the session's history to the client; returns the session's cost.
+pub async fn replay(
+    door: &Door,
+    cx: &ConnectionTo<Client>,
+    session_id: &str,
+    cwd: PathBuf,
+) -> Result<Cost, Error> {
+    let store = door.manager.store().clone();
+    let until = store.last_sequence(session_id).map_err(store_error)?;
+    let mut cursor = LogCursor::new(store, session_id, 0).map_err(store_error)?;
+    let mut projector = Projector::new(
+        ProjectorOptions {
+            cwd,
+            replay: true,
+            notices: door.client().notices,
+        },
+        Cost::default(),
+    );
+    let mut effects = Vec::new();
+    loop {
+        let page = cursor.read_until(until).map_err(store_error)?;
+        if page.is_empty() {
+            break;
+        }
+        for event in page {
+            let Ok(data) = decode(&event) else {
+                tracing::warn!(session = %session_id, sequence = event.sequence, "an event the door cannot read; skipped");
+                continue;
+            };
+            projector.apply(&data, &mut effects);
+            for effect in effects.drain(..) {
+                if let Effect::Update(update) = effect {
+                    door.outbox.reserve().await;
+                    cx.send_notification(SessionNotification::new(session_id.to_owned(), update))?;
+                }
+            }
+        }
+    }
+    Ok(projector.cost())
+}
