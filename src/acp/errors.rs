@@ -76,14 +76,20 @@ pub fn turn_failed(end: &TurnEnd) -> Error {
     let code = m
         .and_then(|m| m.code.clone())
         .or_else(|| end.last_error.as_ref().and_then(|e| e.code.clone()));
-    let message = m
-        .and_then(|m| m.message.clone())
-        .or_else(|| end.last_error.as_ref().map(|e| e.message.clone()))
-        .unwrap_or_else(|| match status {
+    // What the agent said about it first, then how the turn ended.
+    let said = end.last_error.as_ref().map(|e| e.message.clone());
+    let ended = m.and_then(|m| m.message.clone());
+    let message = match (said, ended) {
+        (Some(said), Some(ended)) if said == ended => said,
+        (Some(said), Some(ended)) => format!("{said} ({ended})"),
+        (Some(one), None) | (None, Some(one)) => one,
+        (None, None) => match status {
             TurnStatus::TimedOut => "the turn timed out".to_owned(),
             TurnStatus::Interrupted => "the turn was interrupted".to_owned(),
+            TurnStatus::BudgetExhausted => "the session's credit budget is spent".to_owned(),
             _ => "the turn failed".to_owned(),
-        });
+        },
+    };
     let stderr_tail = end
         .last_error
         .as_ref()

@@ -131,6 +131,8 @@ pub struct Projector {
     last_spawn: Option<String>,
     last_error: Option<ErrorData>,
     cost: Cost,
+    /// A turn started and has not ended yet.
+    turn_open: bool,
 }
 
 fn meta(value: Value) -> Meta {
@@ -155,7 +157,13 @@ impl Projector {
             last_spawn: None,
             last_error: None,
             cost,
+            turn_open: false,
         }
+    }
+
+    /// True between a `turn.started` and its `turn.ended`.
+    pub fn turn_open(&self) -> bool {
+        self.turn_open
     }
 
     /// The session's cost so far (every `turn.ended` seen added).
@@ -232,6 +240,7 @@ impl Projector {
             }
             EventData::TurnStarted(_) => {
                 self.last_error = None;
+                self.turn_open = true;
             }
             EventData::TurnEnded(t) => self.turn_ended(t.turn_id.clone(), t.metadata.clone(), out),
             EventData::SessionEnded(_) => out.push(Effect::SessionEnded),
@@ -455,6 +464,7 @@ impl Projector {
         metadata: Option<TurnMetadata>,
         out: &mut Vec<Effect>,
     ) {
+        self.turn_open = false;
         // Whatever is still open ended with the turn, without a result.
         let mut open: Vec<String> = self
             .calls

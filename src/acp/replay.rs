@@ -15,6 +15,13 @@ use super::log::{decode, LogCursor};
 use super::project::{Effect, Projector, ProjectorOptions};
 use crate::universal::Cost;
 
+/// How long a load waits for the engine to end a turn a previous process left open.
+const RECOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn skipped(session_id: &str, sequence: u64) {
+    tracing::warn!(session = %session_id, sequence, "an event the door cannot read; skipped");
+}
+
 /// Sends the session's history to the client; returns the session's cost.
 pub async fn replay(
     door: &Door,
@@ -34,21 +41,43 @@ pub async fn replay(
         Cost::default(),
     );
     let mut effects = Vec::new();
+    let mut send = async |projector: &mut Projector, data| -> Result<(), Error> {
+        projector.apply(&data, &mut effects);
+        for effect in effects.drain(..) {
+            if let Effect::Update(update) = effect {
+                door.outbox.reserve().await;
+                cx.send_notification(SessionNotification::new(session_id.to_owned(), update))?;
+            }
+        }
+        Ok(())
+    };
     loop {
         let page = cursor.read_until(until).map_err(store_error)?;
         if page.is_empty() {
             break;
         }
         for event in page {
-            let Ok(data) = decode(&event) else {
-                tracing::warn!(session = %session_id, sequence = event.sequence, "an event the door cannot read; skipped");
-                continue;
+            match decode(&event) {
+                Ok(data) => send(&mut projector, data).await?,
+                Err(_) => skipped(session_id, event.sequence),
+            }
+        }
+    }
+    // A turn the log leaves open that no prompt of this connection runs is one a previous
+    // process left behind: the engine is ending it (as interrupted) right now. Show that end.
+    let prompting = door.slot(session_id).prompt.try_lock().is_err();
+    if projector.turn_open() && !prompting {
+        let deadline = tokio::time::Instant::now() + RECOVERY_WAIT;
+        while projector.turn_open() {
+            let page = match tokio::time::timeout_at(deadline, cursor.next()).await {
+                Ok(page) => page.map_err(store_error)?,
+                Err(_) => break,
             };
-            projector.apply(&data, &mut effects);
-            for effect in effects.drain(..) {
-                if let Effect::Update(update) = effect {
-                    door.outbox.reserve().await;
-                    cx.send_notification(SessionNotification::new(session_id.to_owned(), update))?;
+            let Some(page) = page else { break };
+            for event in page {
+                match decode(&event) {
+                    Ok(data) => send(&mut projector, data).await?,
+                    Err(_) => skipped(session_id, event.sequence),
                 }
             }
         }
