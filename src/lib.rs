@@ -8,7 +8,8 @@
 //! * [`agent`]: the agent command contract, starting and supervising agent processes, the
 //!   mock agent. [`store`]: the event log (memory, SQLite, Postgres).
 //! * [`session`]: sessions, turns, questions, the lifecycle rules; [`engine`] starts it all.
-//! * Front doors: [`http`] (the `/v1` API). They translate; they never own turns, processes
+//! * Front doors: [`http`] (the `/v1` API), [`ws`] (the Codebuff WebSocket protocol at
+//!   `/v1/ws`, mounted by `http`). They translate; they never own turns, processes
 //!   or storage.
 //! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches.
 
@@ -26,3 +27,4 @@ pub mod instance;
 pub mod session;
 pub mod store;
 pub mod universal;
+pub mod ws;

@@ -28,6 +28,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             bind: Some(config.host),
             max_body_bytes: config.max_body_bytes,
             sse_keep_alive: config.sse_keep_alive,
+            ws: crate::ws::WsOptions::default(),
         },
     );
     let addr = SocketAddr::new(config.host, config.port);

@@ -1,5 +1,7 @@
 //! Token authentication: `Authorization: Bearer <T>`, `Token <T>`, or Basic with the token as
-//! the password; compared in constant time. `GET /v1/health` never needs it.
+//! the password; compared in constant time. `GET /v1/health` never needs it. A WebSocket
+//! upgrade (which browsers cannot give an `Authorization` header) may instead offer the
+//! subprotocol `bearer.<T>` in `Sec-WebSocket-Protocol`; a token is never read from the URL.
 
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
@@ -21,7 +23,8 @@ pub async fn require_token(State(state): State<AppState>, req: Request, next: Ne
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(presented_token);
+        .and_then(presented_token)
+        .or_else(|| protocol_token(req.headers()));
     match given {
         Some(t) if constant_time_eq(t.as_bytes(), expected.as_bytes()) => next.run(req).await,
         Some(_) => Problem::new(
@@ -37,6 +40,24 @@ pub async fn require_token(State(state): State<AppState>, req: Request, next: Ne
         )
         .into_response(),
     }
+}
+
+/// The token a WebSocket upgrade offers as its `bearer.<token>` subprotocol.
+fn protocol_token(headers: &axum::http::HeaderMap) -> Option<String> {
+    let upgrade = headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if !upgrade {
+        return None;
+    }
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix("bearer."))
+        .map(str::to_owned)
 }
 
 /// The token an `Authorization` value carries.
@@ -101,6 +122,25 @@ mod tests {
         );
         assert_eq!(presented_token("Digest abc"), None);
         assert_eq!(presented_token("Basic !!!"), None);
+    }
+
+    #[test]
+    fn websocket_upgrades_may_offer_the_token_as_a_subprotocol() {
+        use axum::http::{HeaderMap, HeaderValue};
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("codebuff, bearer.s3cret"),
+        );
+        // Only on an upgrade.
+        assert_eq!(protocol_token(&h), None);
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        assert_eq!(protocol_token(&h).as_deref(), Some("s3cret"));
+        h.insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("codebuff"),
+        );
+        assert_eq!(protocol_token(&h), None);
     }
 
     #[test]

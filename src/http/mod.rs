@@ -50,6 +50,8 @@ pub struct HttpOptions {
     pub bind: Option<std::net::IpAddr>,
     pub max_body_bytes: usize,
     pub sse_keep_alive: std::time::Duration,
+    /// The Codebuff WebSocket door at `/v1/ws`.
+    pub ws: crate::ws::WsOptions,
 }
 
 /// `GET /v1/health`: `ok`, or `degraded` with the cause while the event log cannot be written
@@ -134,6 +136,10 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         .route(
             &format!("{s}/permissions/{{permission_id}}/reply"),
             post(questions::permission_reply),
+        )
+        .route(
+            "/v1/ws",
+            crate::ws::route(state.manager.clone(), &options.ws, options.max_body_bytes),
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
