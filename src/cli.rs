@@ -136,6 +136,14 @@ pub struct ServerArgs {
     /// `BASH_ENV`, …) in their `env`; refused by default [env CODEBUFFD_ALLOW_LOADER_ENV=1].
     #[arg(long)]
     pub allow_loader_env: bool,
+    /// Close a `/v1/ws` connection that sends nothing for this long [default: 60; env
+    /// CODEBUFFD_WS_HEARTBEAT_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub ws_heartbeat_timeout: Option<f64>,
+    /// The agent of the sessions `/v1/ws` creates for prompts that name none: `codebuff` or
+    /// `mock` [default: codebuff; env CODEBUFFD_WS_DEFAULT_AGENT].
+    #[arg(long, value_name = "AGENT")]
+    pub ws_default_agent: Option<String>,
     /// A TOML file with any of the settings above (snake_case keys) [env CODEBUFFD_CONFIG].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -42,6 +42,10 @@ pub struct DaemonConfig {
     pub permission_timeout: Duration,
     /// The credit budget of sessions that do not set one.
     pub max_session_credits: Option<f64>,
+    /// `/v1/ws`: a connection silent this long is closed.
+    pub ws_heartbeat_timeout: Duration,
+    /// `/v1/ws`: the agent of the sessions it creates for prompts that name none.
+    pub ws_default_agent: String,
 }
 
 impl DaemonConfig {
@@ -91,6 +95,8 @@ struct FileConfig {
     permission_mode: Option<String>,
     permission_timeout: Option<f64>,
     max_session_credits: Option<f64>,
+    ws_heartbeat_timeout: Option<f64>,
+    ws_default_agent: Option<String>,
 }
 
 /// Why the settings are unusable.
@@ -309,7 +315,31 @@ impl DaemonConfig {
         if max_session_credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
             return Err(ConfigError("max session credits must be ≥ 0".into()));
         }
+        let ws_heartbeat_timeout = positive_seconds(
+            "WebSocket heartbeat timeout",
+            args.ws_heartbeat_timeout
+                .or(parse_num(
+                    env_parse("CODEBUFFD_WS_HEARTBEAT_TIMEOUT"),
+                    "CODEBUFFD_WS_HEARTBEAT_TIMEOUT",
+                )?)
+                .or(file.ws_heartbeat_timeout)
+                .unwrap_or(60.0),
+        )?
+        .unwrap_or(Duration::from_secs(60));
+        let ws_default_agent = args
+            .ws_default_agent
+            .clone()
+            .or_else(|| env_parse("CODEBUFFD_WS_DEFAULT_AGENT"))
+            .or(file.ws_default_agent)
+            .unwrap_or_else(|| "codebuff".to_owned());
+        if crate::agent::AgentKind::parse(&ws_default_agent).is_none() {
+            return Err(ConfigError(format!(
+                "the WebSocket default agent `{ws_default_agent}` is not `codebuff` or `mock`"
+            )));
+        }
         Ok(DaemonConfig {
+            ws_heartbeat_timeout,
+            ws_default_agent,
             permission_mode,
             permission_timeout,
             max_session_credits,
@@ -462,6 +492,24 @@ mod tests {
         assert!(
             DaemonConfig::resolve(&args(&["--host", "0.0.0.0", "--token", "t"]), &env(&[])).is_ok()
         );
+    }
+
+    #[test]
+    fn websocket_settings_default_and_refuse_unknown_agents() {
+        let c = DaemonConfig::resolve(&args(&[]), &env(&[])).unwrap();
+        assert_eq!(c.ws_heartbeat_timeout, Duration::from_secs(60));
+        assert_eq!(c.ws_default_agent, "codebuff");
+        let c = DaemonConfig::resolve(
+            &args(&["--ws-heartbeat-timeout", "1.5"]),
+            &env(&[("CODEBUFFD_WS_DEFAULT_AGENT", "mock")]),
+        )
+        .unwrap();
+        assert_eq!(c.ws_heartbeat_timeout, Duration::from_millis(1500));
+        assert_eq!(c.ws_default_agent, "mock");
+        assert!(
+            DaemonConfig::resolve(&args(&["--ws-default-agent", "claude"]), &env(&[])).is_err()
+        );
+        assert!(DaemonConfig::resolve(&args(&["--ws-heartbeat-timeout", "0"]), &env(&[])).is_err());
     }
 
     #[test]

@@ -28,7 +28,10 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             bind: Some(config.host),
             max_body_bytes: config.max_body_bytes,
             sse_keep_alive: config.sse_keep_alive,
-            ws: crate::ws::WsOptions::default(),
+            ws: crate::ws::WsOptions {
+                heartbeat_timeout: config.ws_heartbeat_timeout,
+                default_agent: config.ws_default_agent.clone(),
+            },
         },
     );
     let addr = SocketAddr::new(config.host, config.port);
