@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
+use support::api::assert_problem_response;
 use support::daemon::{Daemon, DaemonOptions, TempDir};
 use support::events::{count, of_type, turn_ends};
 use tokio::net::TcpStream;
@@ -773,6 +774,40 @@ async fn the_token_is_checked_at_the_upgrade() {
     );
     let txid = ws.send(json!({"type": "ping"})).await;
     ws.acked(txid).await;
+    d.stop();
+}
+
+#[tokio::test]
+async fn a_request_that_is_not_an_upgrade_gets_a_problem_document() {
+    let d = daemon(&[]);
+    for (resp, status, kind) in [
+        (d.get("/v1/ws").await, 400, "invalid_request"),
+        (d.post_empty("/v1/ws").await, 405, "method_not_allowed"),
+    ] {
+        let got = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = resp.text().await.unwrap_or_default();
+        let problem = assert_problem_response(
+            "/v1/ws without an upgrade",
+            got,
+            content_type.as_deref(),
+            &text,
+            status,
+            kind,
+        );
+        if status == 400 {
+            assert!(
+                problem["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("WebSocket upgrades only")),
+                "{problem}"
+            );
+        }
+    }
     d.stop();
 }
 
