@@ -29,6 +29,8 @@ pub enum Command {
     /// contract (flags, JSON lines, stdin answers, exit codes); the prompt's first word picks
     /// the scenario.
     MockAgent(AgentCommandArgs),
+    /// Print the OpenAPI 3.1 document of the `/v1` API (as `GET /v1/openapi.json` serves it).
+    Openapi,
 }
 
 /// Arguments of `codebuffd convert`.

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Command::MockAgent(args) => {
             return ExitCode::from(codebuffd::agent::mock::run(args));
         }
+        Command::Openapi => codebuffd::commands::openapi::run(&mut io::stdout().lock()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,4 +2,5 @@
 
 pub mod acp;
 pub mod convert;
+pub mod openapi;
 pub mod server;

@@ -66,11 +66,14 @@ pub struct AgentInfo {
     pub installed: bool,
     pub credentials_available: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub version: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub path: Option<String>,
     pub capabilities: Capabilities,
     /// **(ours)** The warm process waiting for this agent's next turn, if one waits.
+    #[schema(required = true)]
     pub warm_spare: Option<WarmSpare>,
 }
 
@@ -81,6 +84,7 @@ pub struct WarmSpare {
     pub pid: u32,
     /// Its resident memory (`VmRSS`), when readable.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub rss_bytes: Option<u64>,
 }
 
@@ -210,6 +214,7 @@ pub async fn list_modes(ApiPath(id): ApiPath<String>) -> Result<Json<ModeList>, 
 pub struct Model {
     pub id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub name: Option<String>,
 }
 
@@ -219,6 +224,7 @@ pub struct Model {
 pub struct ModelList {
     pub models: Vec<Model>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub default_model: Option<String>,
 }
 

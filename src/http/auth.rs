@@ -11,12 +11,15 @@ use axum::response::{IntoResponse, Response};
 use super::problem::Problem;
 use super::AppState;
 
+/// The paths answered without a token (orchestrators poll health before they have one).
+pub const OPEN_PATHS: [&str; 1] = ["/v1/health"];
+
 /// Rejects requests without the daemon's token (when one is set).
 pub async fn require_token(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let Some(expected) = state.token.as_deref() else {
         return next.run(req).await;
     };
-    if req.uri().path() == "/v1/health" {
+    if OPEN_PATHS.contains(&req.uri().path()) {
         return next.run(req).await;
     }
     let given = req

@@ -53,9 +53,21 @@ pub struct PollQuery {
     pub include_raw: Option<bool>,
 }
 
+/// `GET …/events` answer. Described only: [`poll_events`] writes this JSON itself, from each
+/// event's stored text.
+#[allow(dead_code)]
+#[derive(utoipa::ToSchema)]
+pub struct EventPage {
+    /// The events with `sequence > offset`, in order.
+    events: Vec<crate::universal::UniversalEvent>,
+    /// True when more events follow the last one returned.
+    #[schema(rename = "hasMore")]
+    has_more: bool,
+}
+
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", tag = "events",
     params(("id" = String, Path), PollQuery),
-    responses((status = 200, description = "`{events, hasMore}`", body = Object),
+    responses((status = 200, body = EventPage),
         (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn poll_events(
     State(state): State<AppState>,

@@ -59,9 +59,11 @@ pub struct HttpOptions {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Health {
     /// `ok` or `degraded`.
+    #[schema(schema_with = openapi::health_status)]
     pub status: &'static str,
     /// Why the daemon is degraded.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub cause: Option<String>,
 }
 

@@ -12,17 +12,20 @@ use crate::session::SessionError;
 pub struct Problem {
     /// The kind (`invalid_request`, …); serialized as `urn:sandbox-agent:error:<kind>`.
     #[serde(rename = "type", serialize_with = "urn")]
-    #[schema(value_type = String)]
+    #[schema(value_type = String, pattern = "^urn:sandbox-agent:error:[a-z_]+$",
+        example = "urn:sandbox-agent:error:session_not_found")]
     pub kind: &'static str,
     pub title: &'static str,
     pub status: u16,
     pub detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub session_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Object)]
     pub details: Option<Box<serde_json::Value>>,
 }
 

@@ -46,6 +46,7 @@ pub struct CreateSession {
 pub struct CreateSessionResponse {
     pub healthy: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub native_session_id: Option<String>,
 }
 
@@ -86,7 +87,6 @@ pub async fn create_session(
 /// `GET /v1/sessions`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SessionList {
-    #[schema(value_type = Vec<Object>)]
     pub sessions: Vec<SessionInfo>,
 }
 
@@ -100,7 +100,7 @@ pub async fn list_sessions(State(state): State<AppState>) -> Json<SessionList> {
 
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",
     params(("id" = String, Path)),
-    responses((status = 200, description = "SessionInfo", body = Object), (status = 404, body = Problem)))]
+    responses((status = 200, body = SessionInfo), (status = 404, body = Problem)))]
 pub async fn get_session(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,

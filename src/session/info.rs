@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::universal::Cost;
 
 /// Where a session is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     /// No turn is running; a message starts one.
@@ -45,15 +45,19 @@ pub enum EndState {
 }
 
 /// A snapshot of a session (`SessionInfo` of `docs/http-api.md`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     pub session_id: String,
     pub agent: String,
     pub agent_mode: String,
     pub permission_mode: String,
+    #[schema(required = true)]
     pub model: Option<String>,
+    #[schema(required = true)]
     pub variant: Option<String>,
+    /// The agent's conversation id once known.
+    #[schema(required = true)]
     pub native_session_id: Option<String>,
     pub ended: bool,
     pub event_count: u64,
@@ -61,16 +65,22 @@ pub struct SessionInfo {
     pub created_at: u64,
     /// Epoch milliseconds of the last event.
     pub updated_at: u64,
+    /// The agent's working directory.
     pub directory: String,
+    #[schema(required = true)]
     pub title: Option<String>,
     pub status: SessionStatus,
     /// The credits the session may spend, when it has a budget.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub budget: Option<f64>,
     /// The credits it may still spend, when it has a budget.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub remaining: Option<f64>,
+    /// What the session has spent so far.
     pub cost: Cost,
+    /// How many turns the session has begun.
     pub turns: u64,
 }
 

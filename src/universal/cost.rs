@@ -1,10 +1,11 @@
 //! Cost of a turn or a session **(ours)**: Codebuff reports credits; `usd = credits / 100`.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// Money spent, in Codebuff credits and in US dollars. Attached to `turn.ended` (that turn's
 /// cost), `session.ended` and `SessionInfo` (the session's running total).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Cost {
     pub credits: f64,
     pub usd: f64,

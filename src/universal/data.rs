@@ -2,43 +2,52 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::{Cost, Item, StderrOutput};
 
 /// `session.started`: the session's settings, recorded once at creation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SessionStartedData {
     pub metadata: SessionMetadata,
 }
 
 /// The settings a session was created with; keys sorted, `null` when unset.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionMetadata {
+    #[schema(required = true)]
     pub agent: Option<String>,
+    #[schema(required = true)]
     pub agent_mode: Option<String>,
+    #[schema(required = true)]
     pub model: Option<String>,
+    #[schema(required = true)]
     pub permission_mode: Option<String>,
+    #[schema(required = true)]
     pub variant: Option<String>,
 }
 
 /// `session.ended`: why the session is over; `message`, `exit_code` and `stderr` only for errors.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SessionEndedData {
     pub reason: SessionEndReason,
     pub terminated_by: TerminatedBy,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub stderr: Option<StderrOutput>,
     /// **(ours)** the session's total cost.
     pub cost: Cost,
 }
 
 /// Why a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionEndReason {
     Completed,
@@ -47,7 +56,7 @@ pub enum SessionEndReason {
 }
 
 /// Who ended a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TerminatedBy {
     Agent,
@@ -55,17 +64,19 @@ pub enum TerminatedBy {
 }
 
 /// `turn.started` / `turn.ended`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TurnData {
     pub phase: TurnPhase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub turn_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub metadata: Option<TurnMetadata>,
 }
 
 /// Whether a turn event opens or closes the turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnPhase {
     Started,
@@ -73,7 +84,7 @@ pub enum TurnPhase {
 }
 
 /// **(ours)** How a turn ended, carried by `turn.ended.metadata`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TurnMetadata {
     pub status: TurnStatus,
     /// The turn's cost (zero when the run never reported one).
@@ -82,24 +93,29 @@ pub struct TurnMetadata {
     pub cost_reported: bool,
     /// The agent process's exit code, when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub exit_code: Option<i32>,
     /// The signal that killed the agent process, when one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub signal: Option<i32>,
     /// The agent id the run's `finish` named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub agent_id: Option<String>,
     /// A stable code for why the turn did not complete (`store_error`, the agent's own error
     /// code, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub code: Option<String>,
     /// A human-readable reason when the turn did not complete normally.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub message: Option<String>,
 }
 
 /// **(ours)** The outcome of a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
     Completed,
@@ -112,38 +128,42 @@ pub enum TurnStatus {
 }
 
 /// `item.started` / `item.completed`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ItemEventData {
     pub item: Item,
 }
 
 /// `item.delta`: a piece of an item's streamed content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ItemDeltaData {
     pub item_id: String,
+    #[schema(required = true)]
     pub native_item_id: Option<String>,
     pub delta: String,
 }
 
 /// `error`: an error the agent reported; does not by itself end the turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorData {
     pub message: String,
+    #[schema(required = true)]
     pub code: Option<String>,
+    #[schema(required = true)]
     pub details: Option<Value>,
 }
 
 /// `permission.requested` / `permission.resolved`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PermissionData {
     pub permission_id: String,
     pub action: String,
     pub status: PermissionStatus,
+    #[schema(required = true)]
     pub metadata: Option<Value>,
 }
 
 /// The state of a permission request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PermissionStatus {
     Requested,
@@ -156,36 +176,40 @@ pub enum PermissionStatus {
 ///
 /// `prompt`/`options` describe the first question for compatibility; `questions` **(ours)** has
 /// every question in full and `answers` **(ours)** the answers, one list per question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct QuestionData {
     pub question_id: String,
     pub prompt: String,
     pub options: Vec<String>,
+    #[schema(required = true)]
     pub response: Option<String>,
     pub status: QuestionStatus,
     pub questions: Vec<QuestionSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub answers: Option<Vec<Vec<String>>>,
 }
 
 /// One question of an `ask_user` call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct QuestionSpec {
     pub question: String,
+    #[schema(required = true)]
     pub header: Option<String>,
     pub options: Vec<QuestionOption>,
     pub multi_select: bool,
 }
 
 /// One option of a question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct QuestionOption {
     pub label: String,
+    #[schema(required = true)]
     pub description: Option<String>,
 }
 
 /// The state of a question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QuestionStatus {
     Requested,
@@ -194,9 +218,10 @@ pub enum QuestionStatus {
 }
 
 /// `agent.unparsed`: an agent line the daemon could not understand; the line is the event's `raw`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AgentUnparsedData {
     pub error: String,
     pub location: String,
+    #[schema(required = true)]
     pub raw_hash: Option<String>,
 }

@@ -32,8 +32,8 @@ pub struct UniversalEvent {
     pub raw: Option<Arc<RawLine>>,
 }
 
-/// Who produced an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Who produced an event: `daemon` iff the event is synthetic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventSource {
     Agent,

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::ContentPart;
 
@@ -11,20 +12,24 @@ use super::ContentPart;
 /// `item_id` is the daemon's (`itm_N`, stable per session); `native_item_id` keeps the agent's own
 /// id (tool call id, subagent id, run id) so a client can correlate; `parent_id` is the `itm_N` of
 /// the subagent item this item belongs to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Item {
     pub item_id: String,
+    #[schema(required = true)]
     pub native_item_id: Option<String>,
+    #[schema(required = true)]
     pub parent_id: Option<String>,
     pub kind: ItemKind,
+    #[schema(required = true)]
     pub role: Option<ItemRole>,
     /// Shared, because the same content goes out in `item.started` and `item.completed`.
+    #[schema(value_type = Vec<ContentPart>)]
     pub content: Arc<Vec<ContentPart>>,
     pub status: ItemStatus,
 }
 
 /// What sort of item it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ItemKind {
     Message,
@@ -36,7 +41,7 @@ pub enum ItemKind {
 }
 
 /// Who speaks in the item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ItemRole {
     User,
@@ -46,7 +51,7 @@ pub enum ItemRole {
 }
 
 /// Where the item is in its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ItemStatus {
     InProgress,

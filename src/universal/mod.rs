@@ -3,12 +3,19 @@
 //! This module is the bottom of the crate's dependency graph: it depends on nothing else in the
 //! crate and does no I/O. Every type serializes exactly as the spec says (key order, snake_case,
 //! explicit `null` for absent optionals unless the spec says "omitted").
+//!
+//! Every served type also describes itself for the OpenAPI document (`utoipa::ToSchema`;
+//! `docs/openapi.md`), and the description must match the JSON: an `Option` that is always
+//! written (as `null` when absent) is `#[schema(required = true)]`; one left out when absent
+//! (`skip_serializing_if`) is `#[schema(nullable = false)]`. `tests/openapi.rs` checks real
+//! transcripts against it. The hand-written envelope has its schema in `schema.rs`.
 
 mod content;
 mod cost;
 mod data;
 mod event;
 mod item;
+mod schema;
 mod stderr;
 mod time;
 

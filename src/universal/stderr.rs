@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 /// Lines kept whole when the output is short.
 const ALL_LINES: usize = 70;
@@ -15,14 +16,17 @@ const LINE_CHARS: usize = 500;
 
 /// `stderr` = `{head?, tail?, truncated, total_lines?}`: up to 70 lines all in `head`; beyond,
 /// the first 20 in `head` and the last 50 in `tail`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct StderrOutput {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub head: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub tail: Option<String>,
     pub truncated: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub total_lines: Option<usize>,
 }
 
