@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::ClientCapabilities;
@@ -46,9 +47,13 @@ impl ClientAbilities {
 /// A session as this connection uses it.
 #[derive(Debug)]
 pub struct SessionSlot {
-    /// Held by the prompt that runs; the next ones wait for it, in order (tokio's mutex is
-    /// fair).
-    pub prompt: tokio::sync::Mutex<()>,
+    /// The number the next prompt takes, in the order prompts arrive (the dispatch loop takes
+    /// it, before the prompt's task runs).
+    next_ticket: AtomicU64,
+    /// The number of the prompt whose turn it is; the others wait for theirs.
+    serving: watch::Sender<u64>,
+    /// Prompts done before their turn came (they failed early): skipped when it comes.
+    done_early: Mutex<std::collections::BTreeSet<u64>>,
     /// Counts `session/cancel`s: a prompt that sees it change was cancelled, and client
     /// requests of the session's turn watch it.
     cancels: watch::Sender<u64>,
@@ -59,10 +64,27 @@ pub struct SessionSlot {
 impl SessionSlot {
     fn new() -> SessionSlot {
         SessionSlot {
-            prompt: tokio::sync::Mutex::new(()),
+            next_ticket: AtomicU64::new(0),
+            serving: watch::Sender::new(0),
+            done_early: Mutex::new(std::collections::BTreeSet::new()),
             cancels: watch::Sender::new(0),
             cost: Mutex::new(None),
         }
+    }
+
+    /// A place in the session's queue of prompts, taken as the prompt arrives; it also
+    /// remembers the cancels so far (a cancel after it cancels the prompt).
+    pub fn ticket(self: &Arc<Self>) -> Ticket {
+        Ticket {
+            number: self.next_ticket.fetch_add(1, Ordering::SeqCst),
+            cancels_before: self.cancels(),
+            slot: self.clone(),
+        }
+    }
+
+    /// True while a prompt is running or waiting.
+    pub fn prompting(&self) -> bool {
+        *self.serving.borrow() < self.next_ticket.load(Ordering::SeqCst)
     }
 
     /// The number of cancels so far.
@@ -88,6 +110,46 @@ impl SessionSlot {
     /// Records a cancel: the running prompt and every queued one are cancelled.
     pub fn cancel(&self) {
         self.cancels.send_modify(|n| *n += 1);
+    }
+}
+
+/// A prompt's place in its session's queue: its turn comes when the prompts before it are
+/// done; dropping it (done, failed, or the task stopped) lets the next one go.
+#[derive(Debug)]
+pub struct Ticket {
+    number: u64,
+    /// The session's cancels when the prompt arrived.
+    pub cancels_before: u64,
+    pub slot: Arc<SessionSlot>,
+}
+
+impl Ticket {
+    /// Waits until the prompts before this one are done.
+    pub async fn wait_turn(&self) {
+        let mut serving = self.slot.serving.subscribe();
+        let _ = serving.wait_for(|n| *n >= self.number).await;
+    }
+
+    /// True when the session was cancelled since the prompt arrived.
+    pub fn cancelled(&self) -> bool {
+        self.slot.cancels() != self.cancels_before
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut early = self
+            .slot
+            .done_early
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        early.insert(self.number);
+        // The turn passes on past every prompt that is done, never past one still running.
+        self.slot.serving.send_modify(|serving| {
+            while early.remove(serving) {
+                *serving += 1;
+            }
+        });
     }
 }
 
@@ -149,5 +211,32 @@ impl Door {
             .entry(session_id.to_owned())
             .or_insert_with(|| Arc::new(SessionSlot::new()))
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn prompts_take_turns_in_the_order_they_came_even_when_one_fails_early() {
+        let slot = Arc::new(SessionSlot::new());
+        let first = slot.ticket();
+        let second = slot.ticket();
+        let third = slot.ticket();
+        assert!(slot.prompting());
+        // The second fails before its turn: the third must still wait for the first.
+        drop(second);
+        let waiting = tokio::spawn(async move {
+            third.wait_turn().await;
+            third.cancelled()
+        });
+        first.wait_turn().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "the third ran while the first did");
+        slot.cancel();
+        drop(first);
+        assert!(waiting.await.unwrap(), "a cancel after it arrived cancels it");
+        assert!(!slot.prompting());
     }
 }

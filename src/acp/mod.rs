@@ -137,15 +137,26 @@ fn agent(door: Arc<Door>) -> impl ConnectTo<Client> {
         )
         .on_receive_request(
             async move |req: SetSessionModeRequest, responder, cx| {
-                responder.respond_with_result(sessions::set_mode(&d8, &cx, &req))
+                let door = d8.clone();
+                d8.spawn(async move {
+                    let result = sessions::set_mode(&door, &cx, &req).await;
+                    let _ = responder.respond_with_result(result);
+                });
+                Ok(())
             },
             on_receive_request!(),
         )
         .on_receive_request(
             async move |req: PromptRequest, responder, cx| {
+                let id = req.session_id.to_string();
+                if let Err(e) = d9.manager.info(&id) {
+                    return responder.respond_with_error(errors::session_error(e));
+                }
                 let door = d9.clone();
+                // Its place in the session's queue is taken now, in the order prompts came.
+                let ticket = d9.slot(&id).ticket();
                 d9.spawn(async move {
-                    let result = prompt::run(door, cx, req).await;
+                    let result = prompt::run(door, cx, req, ticket).await;
                     let _ = responder.respond_with_result(result);
                 });
                 Ok(())

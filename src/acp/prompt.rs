@@ -12,37 +12,40 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
-    PromptRequest, PromptResponse, SessionNotification, SessionUpdate, StopReason,
+    PromptRequest, PromptResponse, SessionId, SessionNotification, SessionUpdate, StopReason,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error};
 
 use super::content;
-use super::door::{Door, SessionSlot};
+use super::door::{Door, SessionSlot, Ticket};
 use super::errors::{invalid_params, session_error, store_error, turn_failed};
 use super::log::{decode, LogCursor};
-use super::project::{Effect, Projector, ProjectorOptions, TurnEnd};
+use super::project::{Coalescer, Effect, Projector, ProjectorOptions, TurnEnd};
 use super::requests::{ask_permission, ask_question, PendingRequests};
 use crate::universal::{Cost, TurnStatus};
 
 /// Runs a prompt to its answer.
+///
+/// `ticket` is the prompt's place in its session's queue, taken when it arrived.
 pub async fn run(
     door: Arc<Door>,
     cx: ConnectionTo<Client>,
     req: PromptRequest,
+    ticket: Ticket,
 ) -> Result<PromptResponse, Error> {
     let id = req.session_id.to_string();
     let info = door.manager.info(&id).map_err(session_error)?;
-    let slot = door.slot(&id);
-    let cancels_before = slot.cancels();
+    let slot = ticket.slot.clone();
+    let cancels_before = ticket.cancels_before;
     let image_dir = content::image_dir(&door.options.data_dir, &id);
     let message = content::user_message(&req.prompt, &image_dir).map_err(|e| match e {
         content::ContentError::Invalid(why) => invalid_params(why),
         other => Error::internal_error().data(serde_json::json!({"message": other.to_string()})),
     })?;
-    // One prompt of the session at a time, in order.
-    let _turn = slot.prompt.lock().await;
-    if slot.cancels() != cancels_before {
+    // One prompt of the session at a time, in the order they came.
+    ticket.wait_turn().await;
+    if ticket.cancelled() {
         return Ok(PromptResponse::new(StopReason::Cancelled));
     }
     let cost = match slot.cost() {
@@ -61,6 +64,7 @@ pub async fn run(
     let follow = Follow {
         door: door.clone(),
         cx,
+        sid: SessionId::new(id.as_str()),
         session_id: id,
         cwd: PathBuf::from(info.directory),
         slot: slot.clone(),
@@ -77,6 +81,8 @@ struct Follow {
     cwd: PathBuf,
     slot: Arc<SessionSlot>,
     cancels_before: u64,
+    /// `session_id` as ACP's id (shared by every update).
+    sid: SessionId,
 }
 
 impl Follow {
@@ -100,6 +106,8 @@ impl Follow {
         let mut pending = PendingRequests::default();
         let mut cancels = self.slot.watch_cancels();
         let mut effects = Vec::new();
+        let mut chunks = Coalescer::default();
+        let mut ready = Vec::new();
         loop {
             let page = tokio::select! {
                 page = cursor.next() => page.map_err(store_error)?,
@@ -125,8 +133,19 @@ impl Follow {
                 };
                 projector.apply(&data, &mut effects);
                 for effect in effects.drain(..) {
+                    if let Effect::Update(update) = effect {
+                        chunks.push(update, &mut ready);
+                        for update in ready.drain(..) {
+                            self.send(update).await?;
+                        }
+                        continue;
+                    }
+                    // Anything else happens after the updates before it are sent.
+                    if let Some(update) = chunks.flush() {
+                        self.send(update).await?;
+                    }
                     match effect {
-                        Effect::Update(update) => self.send(update).await?,
+                        Effect::Update(_) => {}
                         Effect::Ask {
                             question,
                             tool_call_id,
@@ -172,13 +191,17 @@ impl Follow {
                     }
                 }
             }
+            // Nothing waits for the next page: what was merged goes out now.
+            if let Some(update) = chunks.flush() {
+                self.send(update).await?;
+            }
         }
     }
 
     async fn send(&self, update: SessionUpdate) -> Result<(), Error> {
         self.door.outbox.reserve().await;
         self.cx
-            .send_notification(SessionNotification::new(self.session_id.clone(), update))
+            .send_notification(SessionNotification::new(self.sid.clone(), update))
     }
 
     /// The prompt's answer for the turn's ending.

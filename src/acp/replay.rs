@@ -5,15 +5,15 @@
 
 use std::path::PathBuf;
 
-use agent_client_protocol::v1::schema::SessionNotification;
+use agent_client_protocol::v1::schema::{SessionId, SessionNotification};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error};
 
 use super::door::Door;
 use super::errors::store_error;
 use super::log::{decode, LogCursor};
-use super::project::{Effect, Projector, ProjectorOptions};
-use crate::universal::Cost;
+use super::project::{Coalescer, Effect, Projector, ProjectorOptions};
+use crate::universal::{Cost, EventData};
 
 /// How long a load waits for the engine to end a turn a previous process left open.
 const RECOVERY_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -40,17 +40,30 @@ pub async fn replay(
         },
         Cost::default(),
     );
+    let sid = SessionId::new(session_id);
     let mut effects = Vec::new();
-    let mut send = async |projector: &mut Projector, data| -> Result<(), Error> {
-        projector.apply(&data, &mut effects);
-        for effect in effects.drain(..) {
-            if let Effect::Update(update) = effect {
-                door.outbox.reserve().await;
-                cx.send_notification(SessionNotification::new(session_id.to_owned(), update))?;
+    let mut chunks = Coalescer::default();
+    let mut ready = Vec::new();
+    let mut send =
+        async |projector: &mut Projector, data: Option<EventData>| -> Result<(), Error> {
+            match data {
+                Some(data) => {
+                    projector.apply(&data, &mut effects);
+                    for effect in effects.drain(..) {
+                        if let Effect::Update(update) = effect {
+                            chunks.push(update, &mut ready);
+                        }
+                    }
+                }
+                // The end of a page: what was merged goes out.
+                None => ready.extend(chunks.flush()),
             }
-        }
-        Ok(())
-    };
+            for update in ready.drain(..) {
+                door.outbox.reserve().await;
+                cx.send_notification(SessionNotification::new(sid.clone(), update))?;
+            }
+            Ok(())
+        };
     loop {
         let page = cursor.read_until(until).map_err(store_error)?;
         if page.is_empty() {
@@ -58,14 +71,15 @@ pub async fn replay(
         }
         for event in page {
             match decode(&event) {
-                Ok(data) => send(&mut projector, data).await?,
+                Ok(data) => send(&mut projector, Some(data)).await?,
                 Err(_) => skipped(session_id, event.sequence),
             }
         }
+        send(&mut projector, None).await?;
     }
     // A turn the log leaves open that no prompt of this connection runs is one a previous
     // process left behind: the engine is ending it (as interrupted) right now. Show that end.
-    let prompting = door.slot(session_id).prompt.try_lock().is_err();
+    let prompting = door.slot(session_id).prompting();
     if projector.turn_open() && !prompting {
         let deadline = tokio::time::Instant::now() + RECOVERY_WAIT;
         while projector.turn_open() {
@@ -76,10 +90,11 @@ pub async fn replay(
             let Some(page) = page else { break };
             for event in page {
                 match decode(&event) {
-                    Ok(data) => send(&mut projector, data).await?,
+                    Ok(data) => send(&mut projector, Some(data)).await?,
                     Err(_) => skipped(session_id, event.sequence),
                 }
             }
+            send(&mut projector, None).await?;
         }
     }
     Ok(projector.cost())

@@ -192,8 +192,8 @@ pub async fn close_session(
 }
 
 /// `session/set_mode`: the agent mode of the session's next turns, confirmed with a
-/// `current_mode_update`.
-pub fn set_mode(
+/// `current_mode_update` once the session has taken it.
+pub async fn set_mode(
     door: &Door,
     cx: &ConnectionTo<Client>,
     req: &SetSessionModeRequest,
@@ -210,6 +210,13 @@ pub fn set_mode(
     door.manager
         .set_agent_mode(&id, &mode)
         .map_err(session_error)?;
+    // The session's actor takes the mode in its own time; answer once it has.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+    while door.manager.info(&id).map_err(session_error)?.agent_mode != mode
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
     cx.send_notification(SessionNotification::new(
         req.session_id.clone(),
         SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(req.mode_id.clone())),

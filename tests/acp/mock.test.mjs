@@ -72,15 +72,41 @@ test('echo: the answer as message chunks, end_turn, the cost as usage', async (t
   await agent.stop()
 })
 
-test('stream: streamed chunks of one message, in order', async (t) => {
+test('stream: streamed chunks of one message, in order, as they are written', async (t) => {
   const { agent, id } = await session(t)
   const text = 'one two three four five six seven'
   const { response } = await agent.prompt(id, `stream ${text}`)
   assert.equal(response.stopReason, 'end_turn')
   const chunks = agent.updatesOf(id).filter((u) => u.sessionUpdate === 'agent_message_chunk')
-  assert.ok(chunks.length >= 7, `streamed as deltas: ${chunks.length}`)
   assert.equal(new Set(chunks.map((c) => c.messageId)).size, 1, 'one message id')
   assert.equal(agentText(chunks), text)
+
+  // Paced deltas (20 a second apart of 10 ms) reach the client one by one, as they come.
+  const before = agent.updates.length
+  await agent.prompt(id, 'flood 20 100')
+  const paced = agent
+    .updatesOf(id, before)
+    .filter((u) => u.sessionUpdate === 'agent_message_chunk' && /^\d+:\d+;/.test(u.content.text))
+  assert.ok(paced.length >= 15, `${paced.length} chunks for 20 paced deltas`)
+  const indexes = paced.flatMap((u) => u.content.text.split(';').filter(Boolean).map((d) => Number(d.split(':')[0])))
+  assert.deepEqual(indexes, [...Array(20).keys()])
+  await agent.stop()
+})
+
+test('a flood arrives whole and in order (merged into fewer chunks when the client is behind)', async (t) => {
+  const { agent, id } = await session(t)
+  const { response } = await agent.prompt(id, 'flood 5000')
+  assert.equal(response.stopReason, 'end_turn')
+  const chunks = agent.updatesOf(id).filter((u) => u.sessionUpdate === 'agent_message_chunk')
+  const indexes = chunks.flatMap((u) =>
+    u.content.text
+      .split(';')
+      .filter((d) => /^\d+:\d+$/.test(d))
+      .map((d) => Number(d.split(':')[0])),
+  )
+  assert.equal(indexes.length, 5000)
+  assert.ok(indexes.every((v, i) => v === i), 'in order, none lost')
+  assert.equal(new Set(chunks.map((c) => c.messageId)).size, 1)
   await agent.stop()
 })
 
