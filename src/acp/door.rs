@@ -236,7 +236,10 @@ mod tests {
         assert!(!waiting.is_finished(), "the third ran while the first did");
         slot.cancel();
         drop(first);
-        assert!(waiting.await.unwrap(), "a cancel after it arrived cancels it");
+        assert!(
+            waiting.await.unwrap(),
+            "a cancel after it arrived cancels it"
+        );
         assert!(!slot.prompting());
     }
 }
