@@ -146,7 +146,18 @@ pub struct ServerArgs {
     /// `mock` [default: codebuff; env CODEBUFFD_WS_DEFAULT_AGENT].
     #[arg(long, value_name = "AGENT")]
     pub ws_default_agent: Option<String>,
-    /// A TOML file with any of the settings above (snake_case keys) [env CODEBUFFD_CONFIG].
+    /// The directory of sessions that do not name one [default: the daemon's working
+    /// directory; env CODEBUFFD_WORKDIR]. Sessions may not work in the daemon's own
+    /// installation or data directory.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Delete ended sessions (their records and events) once their last event is this many
+    /// days old; checked in the background [default: keep them; env CODEBUFFD_RETENTION_DAYS].
+    #[arg(long, value_name = "DAYS")]
+    pub retention_days: Option<f64>,
+    /// A TOML file with any of the settings above, keyed by the flags' names with `_`
+    /// (`turn_timeout = 600`); read before the user's `~/.config/codebuffd/config.toml`
+    /// [env CODEBUFFD_CONFIG].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }

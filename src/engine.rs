@@ -2,7 +2,7 @@
 //! event store, the agents and the session manager, started (and stored sessions restored) in
 //! one place. `codebuffd server` wraps it in HTTP; the other doors wrap the same engine.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +32,10 @@ pub struct EngineConfig {
     pub permission_mode: String,
     /// The credit budget of sessions that do not set one.
     pub max_session_credits: Option<f64>,
+    /// Ended sessions older than this are deleted in the background.
+    pub retention: Option<Duration>,
+    /// The directory of sessions that do not name one; `None` = the working directory.
+    pub workdir: Option<PathBuf>,
 }
 
 /// A running engine.
@@ -39,6 +43,8 @@ pub struct Engine {
     pub manager: Arc<SessionManager>,
     /// The open-files limit of the process (raised to its hard limit at start).
     pub open_files: u64,
+    /// The retention sweep, when `--retention-days` is set.
+    retention: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Engine {
@@ -84,26 +90,80 @@ impl Engine {
         ctx.agents.warm_start = config.warm_start;
         ctx.policy.default_permission_mode = config.permission_mode.clone();
         ctx.policy.default_max_credits = config.max_session_credits;
+        if let Some(dir) = &config.workdir {
+            ctx.policy.cwd = dir.canonicalize().with_context(|| {
+                format!("the working directory {} is not usable", dir.display())
+            })?;
+            if !ctx.policy.cwd.is_dir() {
+                anyhow::bail!("the working directory {} is not a directory", dir.display());
+            }
+        }
+        ctx.policy.protected = protected_dirs(&config.data_dir, ctx.agents.launcher.adapter_dir());
+        if let Some((_, what)) = ctx.policy.protected.iter().find(|(root, _)| {
+            ctx.policy
+                .cwd
+                .canonicalize()
+                .is_ok_and(|c| c.starts_with(root))
+        }) {
+            tracing::warn!(
+                workdir = %ctx.policy.cwd.display(),
+                "the working directory is inside {what}: sessions that do not name a directory will be refused; start the daemon elsewhere or pass --workdir DIR"
+            );
+        }
         let manager = Arc::new(SessionManager::new(ctx));
         let restored = manager.restore()?;
         if restored > 0 {
             tracing::info!(sessions = restored, "restored stored sessions");
         }
+        let retention = config
+            .retention
+            .map(|keep| crate::session::retention::spawn(manager.clone(), keep));
         Ok(Engine {
             manager,
             open_files,
+            retention,
         })
     }
 
     /// Ends every running turn (recording its ending, killing its agent) and makes the store
     /// durable.
     pub async fn shutdown(&self) {
+        if let Some(sweep) = &self.retention {
+            sweep.abort();
+        }
         self.manager.shutdown(SHUTDOWN_LIMIT).await;
         self.manager.context().agents.drop_spares();
         if let Err(error) = self.manager.store().flush() {
             tracing::error!(%error, "the event store could not be flushed");
         }
     }
+}
+
+/// The directories sessions may not work in: the data directory, the adapter, and the
+/// installation (the executable's directory; for a binary run from its Cargo build
+/// directory, the whole checkout it was built from).
+fn protected_dirs(data_dir: &Path, adapter_dir: &Path) -> Vec<(PathBuf, &'static str)> {
+    let mut dirs = Vec::new();
+    let mut add = |path: &Path, what: &'static str| {
+        if let Ok(real) = path.canonicalize() {
+            dirs.push((real, what));
+        }
+    };
+    add(data_dir, "the daemon's data directory");
+    add(adapter_dir, "the daemon's Codebuff adapter");
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(bin) = exe.parent() {
+            add(bin, "the daemon's installation directory");
+            // Run from a Cargo build directory (it holds `CACHEDIR.TAG`, wherever
+            // `CARGO_TARGET_DIR` put it): the checkout it was built from is the installation.
+            let built_in_place = bin.ancestors().any(|d| d.join("CACHEDIR.TAG").is_file());
+            let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+            if built_in_place && checkout.join("Cargo.toml").is_file() {
+                add(checkout, "the daemon's source checkout");
+            }
+        }
+    }
+    dirs
 }
 
 /// Raises this process's soft limit of open files to its hard limit (agents' pipes, SSE

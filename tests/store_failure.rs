@@ -289,6 +289,10 @@ impl EventStore for FailingStore {
     fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         self.inner.load_sessions()
     }
+    fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.delete_session(id)
+    }
     fn flush(&self) -> Result<(), StoreError> {
         self.check()
     }
@@ -419,5 +423,62 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
     let started = all.iter().filter(|e| e["type"] == "item.started").count();
     let completed = all.iter().filter(|e| e["type"] == "item.completed").count();
     assert_eq!(started, completed);
+    manager.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_the_store_refuses_keeps_the_session_for_a_retry() {
+    let state = TempDir::new("failing-delete");
+    let store = Arc::new(FailingStore {
+        inner: MemoryStore::new(),
+        failing: AtomicBool::new(false),
+        health: watch::Sender::new(None),
+    });
+    let launcher =
+        Launcher::new(None, None).with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
+    let ctx = SessionContext::from_env(
+        store.clone(),
+        Arc::new(launcher),
+        Limits::default(),
+        state.path().to_path_buf(),
+        "test".into(),
+        false,
+    );
+    let manager = SessionManager::new(ctx);
+    let request = CreateRequest {
+        agent: "mock".into(),
+        directory: Some(state.path().display().to_string()),
+        ..CreateRequest::default()
+    };
+    manager.create("s", request).await.unwrap();
+    manager.send_message("s", "echo one").unwrap();
+    wait_until("the turn", Duration::from_secs(20), || {
+        events(&store, "s")
+            .iter()
+            .any(|e| e["type"] == "turn.ended")
+    })
+    .await;
+    manager.terminate("s").await.unwrap();
+    store.set_failing(true);
+    let refused = tokio::time::timeout(Duration::from_secs(20), manager.delete("s"))
+        .await
+        .expect("a refused delete answers");
+    assert!(
+        matches!(
+            refused,
+            Err(codebuffd::session::SessionError::StoreUnavailable(_))
+        ),
+        "{refused:?}"
+    );
+    // Still there, readable, ended; the log untouched.
+    let info = manager.info("s").unwrap();
+    assert_eq!(info.status, SessionStatus::Ended);
+    assert!(events(&store, "s")
+        .iter()
+        .any(|e| e["type"] == "session.ended"));
+    store.set_failing(false);
+    manager.delete("s").await.unwrap();
+    assert!(manager.info("s").is_err());
+    assert!(store.inner.load_sessions().unwrap().is_empty());
     manager.shutdown(Duration::from_secs(5)).await;
 }

@@ -171,6 +171,7 @@ suite!(
     flush_makes_everything_durable,
     concurrent_readers_see_no_gap_and_no_duplicate,
     store_calls_work_on_async_runtime_threads,
+    delete_removes_the_record_and_every_event_for_good,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -439,6 +440,62 @@ fn subscribers_wake_on_append(db: &impl Backend) {
         assert_eq!(events[0].event_type, "turn.ended");
         task.await.unwrap();
     });
+}
+
+fn delete_removes_the_record_and_every_event_for_good(db: &impl Backend) {
+    let store = db.open();
+    let gone = db.id("delete-gone");
+    let kept = db.id("delete-kept");
+    for id in [&gone, &kept] {
+        store.create(&record(id, 1)).unwrap();
+        // Enough events to reach the database, and a tail still queued when delete comes.
+        append(&*store, id, (0..700).map(draft).collect());
+        append(&*store, id, vec![draft(700)]);
+    }
+    let rx = store.subscribe(&gone).unwrap();
+    assert!(store.delete_session(&gone).unwrap());
+    assert!(
+        !store.delete_session(&gone).unwrap(),
+        "a second delete finds nothing"
+    );
+    let ids = |s: &dyn EventStore| -> Vec<String> {
+        s.load_sessions()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.session_id)
+            .collect()
+    };
+    assert!(!ids(&*store).contains(&gone));
+    assert!(store
+        .read(&gone, 0, 1000)
+        .map(|e| e.is_empty())
+        .unwrap_or(true));
+    // Followers of the deleted log see it end.
+    runtime().block_on(async {
+        let mut rx = rx;
+        let ended = tokio::time::timeout(Duration::from_secs(5), wait_after(&mut rx, 10_000)).await;
+        assert_eq!(
+            ended.ok(),
+            Some(false),
+            "the log's end reaches its subscribers"
+        );
+    });
+    // The other session is whole, and the id can be used again from scratch.
+    assert_eq!(store.last_sequence(&kept).unwrap(), 701);
+    store.create(&record(&gone, 2)).unwrap();
+    assert_eq!(append(&*store, &gone, vec![draft(0)]), 1);
+    store.delete_session(&gone).unwrap();
+    if db.durable() {
+        store.flush().unwrap();
+        let fresh = db.open();
+        assert!(!ids(&*fresh).contains(&gone));
+        assert!(ids(&*fresh).contains(&kept));
+        assert!(fresh
+            .read(&gone, 0, 1000)
+            .map(|e| e.is_empty())
+            .unwrap_or(true));
+        assert_eq!(fresh.read(&kept, 0, 1000).unwrap().len(), 701);
+    }
 }
 
 fn turn_end_is_durable_once_append_returns(db: &impl Backend) {

@@ -17,6 +17,9 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// Runs the daemon until a shutdown signal.
 pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     let engine = Engine::start(&config.engine())?;
     let manager = engine.manager.clone();
     let app = router(

@@ -116,7 +116,12 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         .route("/v1/agents/{agent}/modes", get(agents::list_modes))
         .route("/v1/agents/{agent}/models", get(agents::list_models))
         .route("/v1/sessions", get(sessions::list_sessions))
-        .route(s, post(sessions::create_session).get(sessions::get_session))
+        .route(
+            s,
+            post(sessions::create_session)
+                .get(sessions::get_session)
+                .delete(sessions::delete_session),
+        )
         .route(&format!("{s}/messages"), post(sessions::post_message))
         .route(
             &format!("{s}/messages/stream"),
@@ -177,7 +182,7 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(allow)
-            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
             .allow_headers([
                 axum::http::header::AUTHORIZATION,
                 axum::http::header::CONTENT_TYPE,

@@ -26,6 +26,7 @@ use crate::universal::UniversalEvent;
         super::health,
         agents::list_agents, agents::install_agent, agents::list_modes, agents::list_models,
         sessions::list_sessions, sessions::create_session, sessions::get_session,
+        sessions::delete_session,
         sessions::post_message, sessions::post_message_stream, sessions::terminate,
         sessions::cancel,
         events::poll_events, events::sse_events, events::transcript,

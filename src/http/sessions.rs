@@ -13,7 +13,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
 use crate::agent::TurnImage;
-use crate::session::{CreateRequest, SessionInfo, UserMessage};
+use crate::session::{CreateRequest, SessionInfo, SessionStatus, UserMessage};
 
 /// `POST /v1/sessions/{id}` body; unknown keys are ignored.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -84,18 +84,83 @@ pub async fn create_session(
     }))
 }
 
-/// `GET /v1/sessions`.
+/// `GET /v1/sessions` answer.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct SessionList {
     pub sessions: Vec<SessionInfo>,
+    /// (ours) Present when more sessions follow: pass it as `cursor` for the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub next_cursor: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
-    responses((status = 200, body = SessionList)))]
-pub async fn list_sessions(State(state): State<AppState>) -> Json<SessionList> {
-    Json(SessionList {
-        sessions: state.manager.list(),
-    })
+/// `GET /v1/sessions` query: without any of these, every session (as 0.1.x clients expect).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// (ours) At most this many sessions (1–1000).
+    pub limit: Option<usize>,
+    /// (ours) Continue after the page that returned this `nextCursor`.
+    pub cursor: Option<String>,
+    /// (ours) Only sessions in these states, comma-separated (`idle`, `running`,
+    /// `awaiting_input`, `ended`, `failed`).
+    pub status: Option<String>,
+}
+
+/// Largest page `limit` accepts.
+const MAX_PAGE: usize = 1000;
+/// The page size when a cursor is given without a limit.
+const DEFAULT_PAGE: usize = 100;
+
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions", params(ListQuery),
+    responses((status = 200, body = SessionList), (status = 400, body = Problem)))]
+pub async fn list_sessions(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListQuery>,
+) -> Result<Json<SessionList>, Problem> {
+    let limit = match (q.limit, &q.cursor) {
+        (Some(n), _) if n == 0 || n > MAX_PAGE => {
+            return Err(Problem::invalid(format!(
+                "limit must be between 1 and {MAX_PAGE}"
+            )))
+        }
+        (Some(n), _) => n,
+        (None, Some(_)) => DEFAULT_PAGE,
+        (None, None) => usize::MAX,
+    };
+    let mut statuses = Vec::new();
+    for name in q.status.iter().flat_map(|s| s.split(',')) {
+        let name = name.trim();
+        let status = SessionStatus::parse(name).ok_or_else(|| {
+            Problem::invalid(format!(
+                "unknown status `{name}` (known: idle, running, awaiting_input, ended, failed)"
+            ))
+        })?;
+        statuses.push(status);
+    }
+    let (sessions, next_cursor) = state.manager.page(limit, q.cursor.as_deref(), &statuses)?;
+    Ok(Json(SessionList {
+        sessions,
+        next_cursor,
+    }))
+}
+
+/// `DELETE /v1/sessions/{id}`: ends the session if it runs and removes it and its events.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", tag = "sessions",
+    params(("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, body = Problem),
+        (status = 503, body = Problem)))]
+pub async fn delete_session(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<StatusCode, Problem> {
+    state
+        .manager
+        .delete(&id)
+        .await
+        .map_err(|e| Problem::from(e).session(&id))?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}", tag = "sessions",

@@ -23,6 +23,20 @@ pub enum SessionStatus {
 }
 
 impl SessionStatus {
+    /// Every status, in the order they are documented.
+    pub const ALL: [SessionStatus; 5] = [
+        SessionStatus::Idle,
+        SessionStatus::Running,
+        SessionStatus::AwaitingInput,
+        SessionStatus::Ended,
+        SessionStatus::Failed,
+    ];
+
+    /// The status a name (as served) names.
+    pub fn parse(name: &str) -> Option<SessionStatus> {
+        SessionStatus::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
     /// The status's name, as served and stored.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use super::actor::{Actor, Command, Origin};
 use super::context::SessionContext;
-use super::info::{EndState, SessionInfo};
+use super::info::{EndState, SessionInfo, SessionStatus};
 use super::message::UserMessage;
 use super::record::{from_record, now_ms, to_record, Live, RecordOf, Shared};
 use super::settings::{validate_agent_mode, CreateRequest, SessionSettings};
@@ -234,6 +234,59 @@ impl SessionManager {
         handles.into_iter().map(|h| info_of(h)).collect::<Vec<_>>()
     }
 
+    /// A page of sessions, newest first: at most `limit` of those after `cursor` (a previous
+    /// page's `next`) whose status is one of `statuses` (any when empty). Returns the page
+    /// and the cursor of the next one (none when this page is the last). A cursor stays valid
+    /// while the sessions around it are deleted: it names a position, not a session.
+    pub fn page(
+        &self,
+        limit: usize,
+        cursor: Option<&str>,
+        statuses: &[SessionStatus],
+    ) -> Result<(Vec<SessionInfo>, Option<String>), SessionError> {
+        let after = cursor.map(parse_cursor).transpose()?;
+        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        let mut handles: Vec<&Arc<Handle>> = sessions
+            .values()
+            .filter(|h| after.is_none_or(|a| (h.created_at, h.order) < a))
+            .collect();
+        handles.sort_by_key(|h| std::cmp::Reverse((h.created_at, h.order)));
+        let mut page = Vec::new();
+        let mut last = None;
+        let mut more = false;
+        for h in handles {
+            let info = info_of(h);
+            if !statuses.is_empty() && !statuses.contains(&info.status) {
+                continue;
+            }
+            if page.len() == limit {
+                more = true;
+                break;
+            }
+            last = Some((h.created_at, h.order));
+            page.push(info);
+        }
+        let next = match (more, last) {
+            (true, Some((at, order))) => Some(format!("{at}.{order}")),
+            _ => None,
+        };
+        Ok((page, next))
+    }
+
+    /// Ended sessions whose last event is older than `age`, for retention.
+    pub fn ended_before(&self, age: Duration) -> Vec<String> {
+        let cutoff = now_ms().saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
+        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .values()
+            .filter(|h| {
+                let live = h.shared.lock();
+                live.end.is_some() && live.updated_at < cutoff
+            })
+            .map(|h| h.id.to_string())
+            .collect()
+    }
+
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
         Ok(info_of(&*self.handle(id)?))
@@ -400,6 +453,54 @@ impl SessionManager {
         Ok(())
     }
 
+    /// Deletes a session for good: ends it as `terminate` does (its turn stopped, its agent
+    /// killed), stops its actor, then removes its record and whole log from the store. Streams
+    /// following it end. Unknown ids are `NotFound`; a store that cannot delete now leaves the
+    /// session listed (ended) so the delete can be retried.
+    pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
+        let handle = self.handle(id)?;
+        self.terminate(id).await?;
+        let (reply, rx) = oneshot::channel();
+        if handle.tx.send(Command::Shutdown { reply }).is_ok() {
+            let _ = rx.await;
+        }
+        let task = handle.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        let store = self.ctx.store.clone();
+        let owned = id.to_owned();
+        let deleted = tokio::task::spawn_blocking(move || store.delete_session(&owned))
+            .await
+            .map_err(|e| SessionError::StoreUnavailable(e.to_string()))?;
+        if let Err(e) = deleted {
+            // The actor is gone; a fresh one keeps the (ended) session readable until the
+            // delete is retried.
+            self.revive(&handle);
+            return Err(e.into());
+        }
+        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        if sessions.get(id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
+            sessions.remove(id);
+        }
+        tracing::info!(session = %id, "session deleted");
+        Ok(())
+    }
+
+    /// Starts a new actor for a session whose actor was stopped (a delete the store refused),
+    /// from its log, as a restart would.
+    fn revive(&self, old: &Arc<Handle>) {
+        let handle = self.start_actor(
+            &old.id,
+            old.settings.clone(),
+            old.shared.snapshot(),
+            old.created_at,
+            Origin::Restored { running: None },
+        );
+        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        sessions.insert(old.id.to_string(), handle);
+    }
+
     /// Drops the warm spare of `kind` when no session that can still take a turn uses it.
     fn release_spare_if_unused(&self, kind: AgentKind) {
         let in_use = {
@@ -443,6 +544,20 @@ impl SessionManager {
             tracing::warn!("some sessions did not stop in time");
         }
     }
+}
+
+/// Reads a page cursor (`"<createdAt>.<order>"`, see [`SessionManager::page`]).
+fn parse_cursor(cursor: &str) -> Result<(u64, u64), SessionError> {
+    let bad = || {
+        SessionError::InvalidRequest(format!(
+            "`{cursor}` is not a cursor of this daemon's session list"
+        ))
+    };
+    let (at, order) = cursor.split_once('.').ok_or_else(bad)?;
+    Ok((
+        at.parse().map_err(|_| bad())?,
+        order.parse().map_err(|_| bad())?,
+    ))
 }
 
 fn info_of(h: &Handle) -> SessionInfo {

@@ -10,6 +10,7 @@ mod message;
 mod record;
 mod recover;
 mod recovery;
+pub mod retention;
 mod settings;
 mod turn;
 

@@ -29,6 +29,9 @@ pub struct CreatePolicy {
     pub default_permission_mode: String,
     /// The credit budget of sessions that do not set one.
     pub default_max_credits: Option<f64>,
+    /// Directories no session may work in or under (canonical paths), each with what it is
+    /// ("the daemon's data directory"): an agent there could edit the daemon itself.
+    pub protected: Vec<(PathBuf, &'static str)>,
 }
 
 impl CreatePolicy {
@@ -39,7 +42,26 @@ impl CreatePolicy {
             allow_loader_env: false,
             default_permission_mode: "bypass".to_owned(),
             default_max_credits: None,
+            protected: Vec::new(),
         }
+    }
+
+    /// Refuses a session directory inside a protected one. The message names what the
+    /// directory is, never the protected path (clients must not learn the host's layout).
+    fn check_allowed(&self, directory: &std::path::Path, asked: &str) -> Result<(), SessionError> {
+        let Ok(real) = directory.canonicalize() else {
+            return Ok(());
+        };
+        for (root, what) in &self.protected {
+            if real.starts_with(root) {
+                return Err(SessionError::InvalidRequest(format!(
+                    "directory `{asked}` is inside {what}; sessions may not work there (an agent \
+                     could change the daemon itself): pass another `directory`, or start the \
+                     daemon with --workdir DIR"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -159,6 +181,8 @@ impl SessionSettings {
                 path
             }
         };
+        let asked = req.directory.as_deref().filter(|d| !d.is_empty());
+        policy.check_allowed(&directory, asked.unwrap_or("(the daemon's default)"))?;
         let turn_timeout = match req.timeout_seconds {
             None => None,
             Some(s) if s.is_finite() && s > 0.0 && s <= 7.0 * 86400.0 => {
@@ -319,6 +343,33 @@ mod tests {
         assert_eq!(s.agent_mode, "build");
         assert_eq!(s.permission_mode, "bypass");
         assert_eq!(s.directory, cwd);
+    }
+
+    #[test]
+    fn protected_directories_and_their_insides_are_refused_without_naming_them() {
+        let root = std::env::temp_dir().join(format!("codebuffd-protected-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("inside")).unwrap();
+        let mut p = CreatePolicy::new(root.clone());
+        p.protected = vec![(root.canonicalize().unwrap(), "the daemon's data directory")];
+        let Err(SessionError::InvalidRequest(m)) = SessionSettings::validate(req("mock"), &p)
+        else {
+            panic!("the default directory is protected");
+        };
+        assert!(
+            m.contains("the daemon's data directory") && m.contains("--workdir"),
+            "{m}"
+        );
+        assert!(!m.contains(&root.display().to_string()), "{m}");
+        let mut r = req("mock");
+        r.directory = Some("inside/..//inside".into());
+        assert!(matches!(
+            SessionSettings::validate(r, &p),
+            Err(SessionError::InvalidRequest(_))
+        ));
+        let mut r = req("mock");
+        r.directory = Some(std::env::temp_dir().display().to_string());
+        assert!(SessionSettings::validate(r, &p).is_ok());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -153,6 +153,20 @@ impl EventStore for BatchedStore {
         })
     }
 
+    fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        self.writer.check()?;
+        let existed = self.writer.call(|done| Op::Delete {
+            session_id: session_id.to_owned(),
+            done,
+        })?;
+        let log = self
+            .logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+        Ok(existed || log.is_some())
+    }
+
     fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         // Records put but still queued are part of the answer.
         if self.writer.check().is_ok() {
@@ -315,6 +329,10 @@ macro_rules! delegate_event_store {
                 self.0.load_sessions()
             }
 
+            fn delete_session(&self, session_id: &str) -> Result<bool, $crate::store::StoreError> {
+                self.0.delete_session(session_id)
+            }
+
             fn flush(&self) -> Result<(), $crate::store::StoreError> {
                 self.0.flush()
             }
@@ -423,6 +441,10 @@ mod tests {
                             events.insert(key, e.json.clone());
                         }
                         true
+                    }
+                    Write::Delete(session_id) => {
+                        events.retain(|(id, _), _| id != session_id);
+                        records.remove(*session_id).is_some()
                     }
                 })
                 .collect())

@@ -72,6 +72,20 @@ impl EventStore for MemoryStore {
         }
     }
 
+    fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        let record = self
+            .records
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+        let log = self
+            .logs
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+        Ok(record.is_some() || log.is_some())
+    }
+
     fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         let records = self.records.read().unwrap_or_else(|p| p.into_inner());
         let mut all: Vec<SessionRecord> = records.values().cloned().collect();

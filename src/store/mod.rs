@@ -129,6 +129,10 @@ pub trait EventStore: Send + Sync + 'static {
     /// Replaces a session's record (status, cost, running process …).
     fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError>;
 
+    /// Removes a session: its record and its whole log (durably, once this returns). Its
+    /// subscribers see the log end. Returns false when there was no such session.
+    fn delete_session(&self, session_id: &str) -> Result<bool, StoreError>;
+
     /// Every session's record (at start, for recovery), oldest first, whichever daemon owns it.
     fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
 

@@ -309,6 +309,14 @@ impl PgWriter {
                     }
                     true
                 }
+                Write::Delete(session_id) => {
+                    rows.forget(session_id);
+                    tx.execute("DELETE FROM events WHERE session_id = $1", &[session_id])
+                        .map_err(backend)?;
+                    tx.execute("DELETE FROM sessions WHERE session_id = $1", &[session_id])
+                        .map_err(backend)?
+                        == 1
+                }
             };
             flags.push(flag);
         }
@@ -349,6 +357,17 @@ struct EventColumns {
 }
 
 impl EventColumns {
+    /// Drops the rows gathered for a session that the batch deletes.
+    fn forget(&mut self, session_id: &str) {
+        let keep: Vec<bool> = self.session_id.iter().map(|s| s != session_id).collect();
+        retain_by(&mut self.session_id, &keep);
+        retain_by(&mut self.sequence, &keep);
+        retain_by(&mut self.event_type, &keep);
+        retain_by(&mut self.event, &keep);
+        retain_by(&mut self.raw, &keep);
+        retain_by(&mut self.raw_is_text, &keep);
+    }
+
     fn push(&mut self, session_id: &str, stored: &StoredEvent) -> Result<(), StoreError> {
         let row = EventRow::new(stored)?;
         self.session_id.push(text(session_id).into_owned());
@@ -359,6 +378,12 @@ impl EventColumns {
         self.raw_is_text.push(row.raw_is_text);
         Ok(())
     }
+}
+
+/// Keeps the elements of `column` whose flag in `keep` is true.
+fn retain_by<T>(column: &mut Vec<T>, keep: &[bool]) {
+    let mut flags = keep.iter();
+    column.retain(|_| flags.next().copied().unwrap_or(true));
 }
 
 fn execute_record(

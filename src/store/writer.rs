@@ -54,6 +54,8 @@ pub(crate) enum Write<'a> {
         session_id: &'a str,
         events: &'a [Arc<StoredEvent>],
     },
+    /// Remove a session's record and events; its flag says whether there was one.
+    Delete(&'a str),
 }
 
 /// The database side of the writer thread.
@@ -92,6 +94,10 @@ pub(crate) enum Op {
     Flush {
         done: Reply<()>,
     },
+    Delete {
+        session_id: String,
+        done: Reply<bool>,
+    },
 }
 
 impl Op {
@@ -105,7 +111,7 @@ impl Op {
     /// True when a caller waits for this op's commit.
     fn is_awaited(&self) -> bool {
         match self {
-            Op::Create { .. } | Op::Flush { .. } => true,
+            Op::Create { .. } | Op::Flush { .. } | Op::Delete { .. } => true,
             Op::Put { .. } => false,
             Op::Events { done, .. } => done.is_some(),
         }
@@ -120,6 +126,7 @@ impl Op {
                 events,
             }),
             Op::Flush { .. } => None,
+            Op::Delete { session_id, .. } => Some(Write::Delete(session_id)),
         }
     }
 
@@ -127,7 +134,7 @@ impl Op {
     fn complete(self, outcome: Result<bool, &StoreError>) {
         let error = |e: &StoreError| e.clone();
         match self {
-            Op::Create { done, .. } => {
+            Op::Create { done, .. } | Op::Delete { done, .. } => {
                 let _ = done.send(outcome.map_err(error));
             }
             Op::Put { .. } => {}

@@ -42,7 +42,13 @@ async fn agents_are_listed_with_exactly_the_capability_flags_they_have() {
         assert_eq!(keys, flags, "{}: exactly the 19 flags", a["id"]);
         assert!(caps.values().all(Value::is_boolean), "{a}");
         // Truthful: both ask questions, stream deltas, call tools and gate them.
-        for on in ["questions", "streamingDeltas", "toolCalls", "textMessages", "permissions"] {
+        for on in [
+            "questions",
+            "streamingDeltas",
+            "toolCalls",
+            "textMessages",
+            "permissions",
+        ] {
             assert_eq!(caps[on], true, "{}: {on}", a["id"]);
         }
     }

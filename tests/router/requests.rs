@@ -230,7 +230,12 @@ async fn a_method_a_route_does_not_take_is_a_405_problem() {
     let api = Api::new();
     api.create("s1").await;
     let req = api
-        .request(Method::DELETE, "/v1/sessions/s1")
+        .request(Method::PUT, "/v1/sessions/s1")
+        .body(Body::empty())
+        .unwrap();
+    api.send(req).await.problem(405, "method_not_allowed");
+    let req = api
+        .request(Method::DELETE, "/v1/sessions/s1/events")
         .body(Body::empty())
         .unwrap();
     api.send(req).await.problem(405, "method_not_allowed");

@@ -76,6 +76,14 @@ fn fresh_data_dir() -> PathBuf {
     ))
 }
 
+/// The working directory of the daemon whose data directory is `data_dir`: beside it (inside it
+/// sessions are refused).
+pub fn work_dir(data_dir: &Path) -> PathBuf {
+    let mut name = data_dir.as_os_str().to_owned();
+    name.push(".work");
+    PathBuf::from(name)
+}
+
 impl Daemon {
     /// Starts a daemon with a fresh data directory and no token.
     pub fn start() -> Daemon {
@@ -124,7 +132,12 @@ impl Daemon {
 
     /// Spawns `cmd` (a `codebuffd server` command line) in a new session and waits for its
     /// ready signal: the JSON line `{"event":"listening","address":…}` on stdout.
-    fn launch(mut cmd: Command, token: Option<String>, data_dir: PathBuf) -> Daemon {
+    pub fn launch(mut cmd: Command, token: Option<String>, data_dir: PathBuf) -> Daemon {
+        // Like the README's walkthrough, the daemon runs from a scratch directory (the default
+        // directory of its sessions), never from the checkout.
+        let work = work_dir(&data_dir);
+        std::fs::create_dir_all(&work).expect("create the daemon's working directory");
+        cmd.current_dir(&work);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -449,6 +462,7 @@ impl Daemon {
         }
         if !self.keep_data {
             let _ = std::fs::remove_dir_all(&self.data_dir);
+            let _ = std::fs::remove_dir_all(work_dir(&self.data_dir));
         }
         if check && !std::thread::panicking() {
             assert!(

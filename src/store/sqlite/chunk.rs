@@ -30,6 +30,11 @@ impl<'a> Chunks<'a> {
         self.sessions[at].1.extend(events);
     }
 
+    /// Drops what was gathered for a session that the batch deletes.
+    pub fn forget(&mut self, session_id: &str) {
+        self.sessions.retain(|(id, _)| *id != session_id);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
     }

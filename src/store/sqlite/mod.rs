@@ -305,7 +305,7 @@ impl SqliteWriter {
     /// Syncs the commits that end turns or sessions, or create sessions; not the others.
     fn set_sync(&mut self, batch: &[Write<'_>]) -> Result<(), StoreError> {
         let full = batch.iter().any(|w| match w {
-            Write::Create(_) => true,
+            Write::Create(_) | Write::Delete(_) => true,
             Write::Put(_) => false,
             Write::Events { events, .. } => events.iter().any(|e| e.ends_something()),
         });
@@ -361,6 +361,20 @@ impl BatchWriter for SqliteWriter {
                 Write::Events { session_id, events } => {
                     chunks.add(session_id, events);
                     true
+                }
+                Write::Delete(session_id) => {
+                    chunks.forget(session_id);
+                    tx.execute(
+                        "DELETE FROM event_chunks WHERE session_id = ?1",
+                        params![session_id],
+                    )
+                    .map_err(sql_error)?;
+                    tx.execute(
+                        "DELETE FROM sessions WHERE session_id = ?1",
+                        params![session_id],
+                    )
+                    .map_err(sql_error)?
+                        == 1
                 }
             };
             flags.push(flag);

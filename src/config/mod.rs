@@ -1,10 +1,15 @@
-//! Daemon settings: defaults < TOML file < `CODEBUFFD_*` environment < command-line flags.
+//! The daemon's settings: each from its flag, `CODEBUFFD_*` variable or config file key (see
+//! [`Layers`] for the precedence), checked once here.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+mod layers;
+
+use std::collections::BTreeMap;
+
+pub use layers::{user_config_file, ConfigError, Deprecated, Layers, Source};
 
 use crate::cli::ServerArgs;
 
@@ -42,10 +47,19 @@ pub struct DaemonConfig {
     pub permission_timeout: Duration,
     /// The credit budget of sessions that do not set one.
     pub max_session_credits: Option<f64>,
+    /// Ended sessions older than this are deleted (in the background).
+    pub retention: Option<Duration>,
+    /// The directory of sessions that do not name one; `None` = the daemon's working
+    /// directory.
+    pub workdir: Option<PathBuf>,
     /// `/v1/ws`: a connection silent this long is closed.
     pub ws_heartbeat_timeout: Duration,
     /// `/v1/ws`: the agent of the sessions it creates for prompts that name none.
     pub ws_default_agent: String,
+    /// Where each setting came from (`codebuffd config show`).
+    pub sources: BTreeMap<&'static str, Source>,
+    /// Deprecated settings that were read, to log once logging is up.
+    pub warnings: Vec<String>,
 }
 
 impl DaemonConfig {
@@ -66,181 +80,110 @@ impl DaemonConfig {
             warm_start: self.warm_start,
             permission_mode: self.permission_mode.clone(),
             max_session_credits: self.max_session_credits,
+            retention: self.retention,
+            workdir: self.workdir.clone(),
         }
     }
 }
 
-/// The TOML file's keys (all optional).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    host: Option<String>,
-    port: Option<u16>,
-    token: Option<String>,
-    no_token: Option<bool>,
-    cors_allow_origins: Option<Vec<String>>,
-    allowed_host: Option<Vec<String>>,
-    data_dir: Option<PathBuf>,
-    agent_command: Option<PathBuf>,
-    turn_timeout_seconds: Option<f64>,
-    inactivity_timeout_seconds: Option<f64>,
-    max_line_bytes: Option<usize>,
-    max_body_bytes: Option<usize>,
-    sse_keep_alive_seconds: Option<f64>,
-    store: Option<String>,
-    allow_loader_env: Option<bool>,
-    max_connections: Option<usize>,
-    header_read_timeout: Option<f64>,
-    no_warm_start: Option<bool>,
-    permission_mode: Option<String>,
-    permission_timeout: Option<f64>,
-    max_session_credits: Option<f64>,
-    ws_heartbeat_timeout: Option<f64>,
-    ws_default_agent: Option<String>,
-}
+/// Every setting of `codebuffd server`, as its file key (the flag's name with `_`).
+pub const SERVER_KEYS: &[&str] = &[
+    "host",
+    "port",
+    "token",
+    "no_token",
+    "cors_allow_origin",
+    "allowed_host",
+    "data_dir",
+    "workdir",
+    "agent_command",
+    "turn_timeout",
+    "inactivity_timeout",
+    "max_line_bytes",
+    "max_body_bytes",
+    "store",
+    "sse_keep_alive",
+    "header_read_timeout",
+    "max_connections",
+    "permission_mode",
+    "permission_timeout",
+    "max_session_credits",
+    "retention_days",
+    "no_warm_start",
+    "allow_loader_env",
+    "ws_heartbeat_timeout",
+    "ws_default_agent",
+];
 
-/// Why the settings are unusable.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+/// File keys renamed to their flag's name (read with a warning).
+pub const DEPRECATED_KEYS: &[Deprecated] = &[
+    Deprecated {
+        old: "cors_allow_origins",
+        new: "cors_allow_origin",
+    },
+    Deprecated {
+        old: "turn_timeout_seconds",
+        new: "turn_timeout",
+    },
+    Deprecated {
+        old: "inactivity_timeout_seconds",
+        new: "inactivity_timeout",
+    },
+    Deprecated {
+        old: "sse_keep_alive_seconds",
+        new: "sse_keep_alive",
+    },
+];
 
 const DEFAULT_PORT: u16 = 2468;
 const DEFAULT_MAX_LINE: usize = 8 * 1024 * 1024;
 const DEFAULT_MAX_BODY: usize = 1024 * 1024;
 
 impl DaemonConfig {
-    /// Merges flags, the environment (through `env`) and the config file they name.
+    /// Merges flags, the environment (through `env`) and the config files (see [`Layers`]).
     pub fn resolve(
         args: &ServerArgs,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<DaemonConfig, ConfigError> {
-        let file_path = args
-            .config
-            .clone()
-            .or_else(|| env("CODEBUFFD_CONFIG").map(PathBuf::from));
-        let file = match &file_path {
-            Some(p) => read_file(p)?,
-            None => FileConfig::default(),
-        };
-        let env_parse = |name: &str| env(name).filter(|v| !v.is_empty());
-
-        let host = match args
-            .host
-            .clone()
-            .or_else(|| env_parse("CODEBUFFD_HOST"))
-            .or(file.host)
-        {
+        let mut l = Layers::new(args.config.as_deref(), env, SERVER_KEYS, DEPRECATED_KEYS)?;
+        let host = match l.value::<String>("host", args.host.clone())? {
             Some(h) => parse_host(&h)?,
             None => IpAddr::from([127, 0, 0, 1]),
         };
-        let port = match args.port {
-            Some(p) => p,
-            None => match env_parse("CODEBUFFD_PORT") {
-                Some(p) => p
-                    .parse()
-                    .map_err(|_| ConfigError(format!("CODEBUFFD_PORT: `{p}` is not a port")))?,
-                None => file.port.unwrap_or(DEFAULT_PORT),
-            },
-        };
-        let no_token = args.no_token
-            || env_parse("CODEBUFFD_NO_TOKEN").is_some_and(|v| truthy(&v))
-            || (args.token.is_none()
-                && env_parse("CODEBUFFD_TOKEN").is_none()
-                && file.no_token.unwrap_or(false));
-        let token = if args.no_token {
-            None
-        } else {
-            args.token
-                .clone()
-                .or_else(|| env_parse("CODEBUFFD_TOKEN"))
-                .or(file.token)
-                .filter(|_| !no_token || args.token.is_some())
-        };
-        if let Some(t) = &token {
-            if t.is_empty() {
-                return Err(ConfigError("the token must not be empty".into()));
-            }
-        }
+        let port = l.value("port", args.port)?.unwrap_or(DEFAULT_PORT);
+        let token = resolve_token(&mut l, args)?;
+        let no_token = l.switch("no_token", args.no_token)?;
         if token.is_none() && !no_token && !host.is_loopback() {
             return Err(ConfigError(format!(
                 "refusing to listen on {host} without authentication: give --token TOKEN, or --no-token to run open"
             )));
         }
-        let cors_allow_origins = if !args.cors_allow_origin.is_empty() {
-            args.cors_allow_origin.clone()
-        } else if let Some(list) = env_parse("CODEBUFFD_CORS_ALLOW_ORIGIN") {
-            list.split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect()
-        } else {
-            file.cors_allow_origins.unwrap_or_default()
-        };
-        let allowed_hosts = if !args.allowed_host.is_empty() {
-            args.allowed_host.clone()
-        } else if let Some(list) = env_parse("CODEBUFFD_ALLOWED_HOST") {
-            list.split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect()
-        } else {
-            file.allowed_host.unwrap_or_default()
-        };
-        let data_dir = args
-            .data_dir
-            .clone()
-            .or_else(|| env_parse("CODEBUFFD_DATA_DIR").map(PathBuf::from))
-            .or(file.data_dir)
+        let cors_allow_origins = l.list("cors_allow_origin", &args.cors_allow_origin)?;
+        let allowed_hosts = l.list("allowed_host", &args.allowed_host)?;
+        let data_dir = l
+            .value::<PathBuf>("data_dir", args.data_dir.clone())?
             .unwrap_or_else(|| default_data_dir(env));
-        let agent_command = args
-            .agent_command
-            .clone()
-            .or_else(|| env_parse("CODEBUFFD_AGENT_COMMAND").map(PathBuf::from))
-            .or(file.agent_command);
+        let workdir = l.value::<PathBuf>("workdir", args.workdir.clone())?;
+        let agent_command = l.value::<PathBuf>("agent_command", args.agent_command.clone())?;
         let turn_timeout = seconds(
             "turn timeout",
-            args.turn_timeout
-                .or(parse_num(
-                    env_parse("CODEBUFFD_TURN_TIMEOUT"),
-                    "CODEBUFFD_TURN_TIMEOUT",
-                )?)
-                .or(file.turn_timeout_seconds)
+            l.value("turn_timeout", args.turn_timeout)?
                 .unwrap_or(3600.0),
         )?;
         let inactivity_timeout = seconds(
             "inactivity timeout",
-            args.inactivity_timeout
-                .or(parse_num(
-                    env_parse("CODEBUFFD_INACTIVITY_TIMEOUT"),
-                    "CODEBUFFD_INACTIVITY_TIMEOUT",
-                )?)
-                .or(file.inactivity_timeout_seconds)
+            l.value("inactivity_timeout", args.inactivity_timeout)?
                 .unwrap_or(900.0),
         )?;
-        let max_line_bytes = args
-            .max_line_bytes
-            .or(parse_num(
-                env_parse("CODEBUFFD_MAX_LINE_BYTES"),
-                "CODEBUFFD_MAX_LINE_BYTES",
-            )?)
-            .or(file.max_line_bytes)
+        let max_line_bytes = l
+            .value("max_line_bytes", args.max_line_bytes)?
             .unwrap_or(DEFAULT_MAX_LINE);
-        let max_body_bytes = args
-            .max_body_bytes
-            .or(parse_num(
-                env_parse("CODEBUFFD_MAX_BODY_BYTES"),
-                "CODEBUFFD_MAX_BODY_BYTES",
-            )?)
-            .or(file.max_body_bytes)
+        let max_body_bytes = l
+            .value("max_body_bytes", args.max_body_bytes)?
             .unwrap_or(DEFAULT_MAX_BODY);
         let sse_keep_alive = seconds(
             "SSE keep-alive",
-            args.sse_keep_alive
-                .or(parse_num(
-                    env_parse("CODEBUFFD_SSE_KEEP_ALIVE"),
-                    "CODEBUFFD_SSE_KEEP_ALIVE",
-                )?)
-                .or(file.sse_keep_alive_seconds)
+            l.value("sse_keep_alive", args.sse_keep_alive)?
                 .unwrap_or(15.0),
         )?
         .unwrap_or(Duration::from_secs(15));
@@ -249,44 +192,23 @@ impl DaemonConfig {
                 "line and body limits must be at least 1024 bytes".into(),
             ));
         }
-        let store = args
-            .store
-            .clone()
-            .or_else(|| env_parse("CODEBUFFD_STORE"))
-            .or(file.store)
+        let store = l
+            .value::<String>("store", args.store.clone())?
             .unwrap_or_else(|| "sqlite".to_owned());
-        let allow_loader_env = args.allow_loader_env
-            || env_parse("CODEBUFFD_ALLOW_LOADER_ENV").is_some_and(|v| truthy(&v))
-            || file.allow_loader_env.unwrap_or(false);
-        let max_connections = args
-            .max_connections
-            .or(parse_num(
-                env_parse("CODEBUFFD_MAX_CONNECTIONS"),
-                "CODEBUFFD_MAX_CONNECTIONS",
-            )?)
-            .or(file.max_connections);
+        let allow_loader_env = l.switch("allow_loader_env", args.allow_loader_env)?;
+        let max_connections = l.value("max_connections", args.max_connections)?;
         if max_connections == Some(0) {
             return Err(ConfigError("max connections must be at least 1".into()));
         }
         let header_read_timeout = positive_seconds(
             "header read timeout",
-            args.header_read_timeout
-                .or(parse_num(
-                    env_parse("CODEBUFFD_HEADER_READ_TIMEOUT"),
-                    "CODEBUFFD_HEADER_READ_TIMEOUT",
-                )?)
-                .or(file.header_read_timeout)
+            l.value("header_read_timeout", args.header_read_timeout)?
                 .unwrap_or(10.0),
         )?
         .unwrap_or(Duration::from_secs(10));
-        let warm_start = !(args.no_warm_start
-            || env_parse("CODEBUFFD_NO_WARM_START").is_some_and(|v| truthy(&v))
-            || file.no_warm_start.unwrap_or(false));
-        let permission_mode = args
-            .permission_mode
-            .clone()
-            .or_else(|| env_parse("CODEBUFFD_PERMISSION_MODE"))
-            .or(file.permission_mode)
+        let warm_start = !l.switch("no_warm_start", args.no_warm_start)?;
+        let permission_mode = l
+            .value::<String>("permission_mode", args.permission_mode.clone())?
             .unwrap_or_else(|| "bypass".to_owned());
         if !crate::session::PERMISSION_MODES.contains(&permission_mode.as_str()) {
             return Err(ConfigError(format!(
@@ -296,41 +218,34 @@ impl DaemonConfig {
         }
         let permission_timeout = positive_seconds(
             "permission timeout",
-            args.permission_timeout
-                .or(parse_num(
-                    env_parse("CODEBUFFD_PERMISSION_TIMEOUT"),
-                    "CODEBUFFD_PERMISSION_TIMEOUT",
-                )?)
-                .or(file.permission_timeout)
+            l.value("permission_timeout", args.permission_timeout)?
                 .unwrap_or(600.0),
         )?
         .unwrap_or(Duration::from_secs(600));
-        let max_session_credits = args
-            .max_session_credits
-            .or(parse_num(
-                env_parse("CODEBUFFD_MAX_SESSION_CREDITS"),
-                "CODEBUFFD_MAX_SESSION_CREDITS",
-            )?)
-            .or(file.max_session_credits);
+        let max_session_credits =
+            l.value::<f64>("max_session_credits", args.max_session_credits)?;
         if max_session_credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
             return Err(ConfigError("max session credits must be ≥ 0".into()));
         }
+        let retention = match l.value::<f64>("retention_days", args.retention_days)? {
+            None => None,
+            Some(d) if d.is_finite() && d > 0.0 && d <= 100.0 * 365.0 => {
+                Some(Duration::from_secs_f64(d * 86_400.0))
+            }
+            Some(d) => {
+                return Err(ConfigError(format!(
+                    "retention days must be a positive number of days, got {d}"
+                )))
+            }
+        };
         let ws_heartbeat_timeout = positive_seconds(
             "WebSocket heartbeat timeout",
-            args.ws_heartbeat_timeout
-                .or(parse_num(
-                    env_parse("CODEBUFFD_WS_HEARTBEAT_TIMEOUT"),
-                    "CODEBUFFD_WS_HEARTBEAT_TIMEOUT",
-                )?)
-                .or(file.ws_heartbeat_timeout)
+            l.value("ws_heartbeat_timeout", args.ws_heartbeat_timeout)?
                 .unwrap_or(60.0),
         )?
         .unwrap_or(Duration::from_secs(60));
-        let ws_default_agent = args
-            .ws_default_agent
-            .clone()
-            .or_else(|| env_parse("CODEBUFFD_WS_DEFAULT_AGENT"))
-            .or(file.ws_default_agent)
+        let ws_default_agent = l
+            .value::<String>("ws_default_agent", args.ws_default_agent.clone())?
             .unwrap_or_else(|| "codebuff".to_owned());
         if crate::agent::AgentKind::parse(&ws_default_agent).is_none() {
             return Err(ConfigError(format!(
@@ -343,6 +258,7 @@ impl DaemonConfig {
             permission_mode,
             permission_timeout,
             max_session_credits,
+            retention,
             warm_start,
             header_read_timeout,
             max_connections,
@@ -354,20 +270,44 @@ impl DaemonConfig {
             token,
             cors_allow_origins,
             data_dir,
+            workdir,
             agent_command,
             turn_timeout,
             inactivity_timeout,
             max_line_bytes,
             max_body_bytes,
             sse_keep_alive,
+            sources: l.sources().clone(),
+            warnings: l.warnings().to_vec(),
         })
     }
 }
 
-fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("cannot read config file {}: {e}", path.display())))?;
-    toml::from_str(&text).map_err(|e| ConfigError(format!("config file {}: {e}", path.display())))
+/// The token: `--no-token` beats everything; otherwise a `no_token` set anywhere means no
+/// token unless the token was set at a higher precedence (a `--token` flag over
+/// `CODEBUFFD_NO_TOKEN`, a `CODEBUFFD_TOKEN` over a file's `no_token`).
+fn resolve_token(l: &mut Layers<'_>, args: &ServerArgs) -> Result<Option<String>, ConfigError> {
+    fn rank(source: Option<&Source>) -> u8 {
+        match source {
+            Some(Source::Flag) => 3,
+            Some(Source::Env(_)) => 2,
+            Some(Source::File(_)) => 1,
+            Some(Source::Default) | None => 0,
+        }
+    }
+    let token = l.value::<String>("token", args.token.clone())?;
+    let no_token = l.switch("no_token", args.no_token)?;
+    let token_rank = rank(l.sources().get("token"));
+    let no_token_rank = rank(l.sources().get("no_token"));
+    let token = if args.no_token || (no_token && token_rank <= no_token_rank) {
+        None
+    } else {
+        token
+    };
+    if token.as_deref() == Some("") {
+        return Err(ConfigError("the token must not be empty".into()));
+    }
+    Ok(token)
 }
 
 fn parse_host(h: &str) -> Result<IpAddr, ConfigError> {
@@ -377,17 +317,6 @@ fn parse_host(h: &str) -> Result<IpAddr, ConfigError> {
     h.trim_matches(['[', ']'])
         .parse()
         .map_err(|_| ConfigError(format!("host `{h}` is not an IP address")))
-}
-
-fn parse_num<T: std::str::FromStr>(
-    v: Option<String>,
-    name: &str,
-) -> Result<Option<T>, ConfigError> {
-    v.map(|v| {
-        v.parse()
-            .map_err(|_| ConfigError(format!("{name}: `{v}` is not a number")))
-    })
-    .transpose()
 }
 
 /// A timeout in seconds; 0 disables it.
@@ -404,10 +333,6 @@ fn seconds(what: &str, s: f64) -> Result<Option<Duration>, ConfigError> {
         return Err(ConfigError(format!("{what} must be ≥ 0 seconds")));
     }
     Ok((s > 0.0).then(|| Duration::from_secs_f64(s)))
-}
-
-fn truthy(v: &str) -> bool {
-    matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on")
 }
 
 fn default_data_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
@@ -480,6 +405,63 @@ mod tests {
         assert_eq!((c.port, c.token.as_deref()), (3333, Some("flag")));
         let c = DaemonConfig::resolve(&args(&["--config", f, "--no-token"]), &e).unwrap();
         assert_eq!(c.token, None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn file_keys_are_the_flag_names_and_old_keys_still_work() {
+        let dir = std::env::temp_dir().join(format!("codebuffd-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "turn_timeout = 60\ninactivity_timeout = 0\ncors_allow_origin = [\"https://a\"]\n\
+             retention_days = 0.5\nworkdir = \"/srv\"\n",
+        )
+        .unwrap();
+        let c =
+            DaemonConfig::resolve(&args(&["--config", file.to_str().unwrap()]), &env(&[])).unwrap();
+        assert_eq!(c.turn_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(c.inactivity_timeout, None);
+        assert_eq!(c.cors_allow_origins, ["https://a"]);
+        assert_eq!(c.retention, Some(Duration::from_secs(43_200)));
+        assert_eq!(c.workdir, Some(PathBuf::from("/srv")));
+        assert_eq!(c.sources["turn_timeout"], Source::File(file.clone()));
+        assert_eq!(c.sources["port"], Source::Default);
+        assert!(c.warnings.is_empty());
+        std::fs::write(
+            &file,
+            "turn_timeout_seconds = 61\nsse_keep_alive_seconds = 3\ncors_allow_origins = [\"https://b\"]\n",
+        )
+        .unwrap();
+        let c =
+            DaemonConfig::resolve(&args(&["--config", file.to_str().unwrap()]), &env(&[])).unwrap();
+        assert_eq!(c.turn_timeout, Some(Duration::from_secs(61)));
+        assert_eq!(c.sse_keep_alive, Duration::from_secs(3));
+        assert_eq!(c.cors_allow_origins, ["https://b"]);
+        assert_eq!(c.warnings.len(), 3, "{:?}", c.warnings);
+        let bad = DaemonConfig::resolve(&args(&["--retention-days=-1"]), &env(&[]));
+        assert!(bad.is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn token_precedence_follows_the_sources() {
+        let dir = std::env::temp_dir().join(format!("codebuffd-tok-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(&file, "no_token = true\n").unwrap();
+        let f = file.to_str().unwrap();
+        let with_env_token = env(&[("CODEBUFFD_TOKEN", "e")]);
+        let c = DaemonConfig::resolve(&args(&["--config", f]), &with_env_token).unwrap();
+        assert_eq!(c.token.as_deref(), Some("e"));
+        let both = env(&[("CODEBUFFD_TOKEN", "e"), ("CODEBUFFD_NO_TOKEN", "1")]);
+        assert_eq!(
+            DaemonConfig::resolve(&args(&[]), &both).unwrap().token,
+            None
+        );
+        let c = DaemonConfig::resolve(&args(&["--token", "f"]), &both).unwrap();
+        assert_eq!(c.token.as_deref(), Some("f"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
