@@ -29,6 +29,13 @@ pub enum Command {
     /// contract (flags, JSON lines, stdin answers, exit codes); the prompt's first word picks
     /// the scenario.
     MockAgent(AgentCommandArgs),
+    /// Check what the daemon needs — Node.js and npm, the Codebuff adapter, credentials (where
+    /// from, never the key), the data directory, the store — and say what to do about each
+    /// problem; exit status 1 when there is one.
+    Doctor(DoctorArgs),
+    /// Unpack the Codebuff adapter this binary carries and install its Node packages now
+    /// (`npm ci`), as the first codebuff session would; prints the adapter's directory.
+    InstallAdapter(InstallAdapterArgs),
     /// Print the OpenAPI 3.1 document of the `/v1` API (as `GET /v1/openapi.json` serves it).
     Openapi,
 }
@@ -158,6 +165,39 @@ pub struct ServerArgs {
     /// A TOML file with any of the settings above, keyed by the flags' names with `_`
     /// (`turn_timeout = 600`); read before the user's `~/.config/codebuffd/config.toml`
     /// [env CODEBUFFD_CONFIG].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Arguments of `codebuffd doctor`: the server's settings that it checks (also from
+/// `CODEBUFFD_*` and the config file, as for the server).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct DoctorArgs {
+    /// The data directory to check [default: as `codebuffd server`; env CODEBUFFD_DATA_DIR].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The store to open [default: as `codebuffd server`; env CODEBUFFD_STORE].
+    #[arg(long, value_name = "SPEC")]
+    pub store: Option<String>,
+    /// The codebuff agent command to check instead of the adapter [env CODEBUFFD_AGENT_COMMAND].
+    #[arg(long, value_name = "PATH")]
+    pub agent_command: Option<PathBuf>,
+    /// The server's TOML config file [env CODEBUFFD_CONFIG].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Arguments of `codebuffd install-adapter`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct InstallAdapterArgs {
+    /// Install into this directory instead of the data directory (it must not exist, or be
+    /// empty); run the daemon with `CODEBUFFD_ADAPTER_DIR` set to it.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["data_dir", "config"])]
+    pub into: Option<PathBuf>,
+    /// The data directory [default: as `codebuffd server`; env CODEBUFFD_DATA_DIR].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The server's TOML config file [env CODEBUFFD_CONFIG].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::agent::Launcher;
+use crate::agent::{AdapterSource, Launcher};
 use crate::session::{Limits, SessionContext, SessionManager};
 use crate::store::{open_store_with, redact_spec, StoreOptions};
 
@@ -77,7 +77,8 @@ impl Engine {
                     redact_spec(&config.store)
                 )
             })?;
-        let launcher = Arc::new(Launcher::new(config.agent_command.clone(), None));
+        let adapter = AdapterSource::from_env(&config.data_dir);
+        let launcher = Arc::new(Launcher::new(config.agent_command.clone(), adapter));
         tracing::info!(instance = %instance_id, "instance id");
         let mut ctx = SessionContext::from_env(
             store,

@@ -7,7 +7,7 @@ use std::io::{self, Read};
 use std::process::ExitCode;
 
 use clap::Parser;
-use codebuffd::cli::{Cli, Command, ConvertArgs, ServerArgs};
+use codebuffd::cli::{Cli, Command, ConvertArgs, DoctorArgs, InstallAdapterArgs, ServerArgs};
 use codebuffd::commands::convert::{convert_stream, ConvertOptions};
 use codebuffd::config::DaemonConfig;
 
@@ -20,6 +20,8 @@ fn main() -> ExitCode {
             return ExitCode::from(codebuffd::agent::mock::run(args));
         }
         Command::Openapi => codebuffd::commands::openapi::run(&mut io::stdout().lock()),
+        Command::Doctor(args) => return run_doctor(&args),
+        Command::InstallAdapter(args) => run_install_adapter(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -30,7 +32,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+/// The daemon's log: stderr, `RUST_LOG` filters it (info by default).
+fn init_log() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -39,6 +42,10 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         .with_writer(io::stderr)
         .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
         .init();
+}
+
+fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+    init_log();
     let config = DaemonConfig::resolve(&args, &|name| std::env::var(name).ok())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -72,4 +79,42 @@ fn run_convert(args: ConvertArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `codebuffd doctor`: the report on stdout; exit status 1 when it found a problem.
+fn run_doctor(args: &DoctorArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("codebuffd: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let report = runtime.block_on(codebuffd::commands::doctor::examine(args, &env));
+    if let Err(err) = report.render(&mut io::stdout().lock()) {
+        eprintln!("codebuffd: {err}");
+        return ExitCode::FAILURE;
+    }
+    if report.problems() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn run_install_adapter(args: &InstallAdapterArgs) -> anyhow::Result<()> {
+    init_log();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let env = |name: &str| std::env::var(name).ok();
+    runtime.block_on(codebuffd::commands::install_adapter::run(
+        args,
+        &env,
+        &mut io::stdout().lock(),
+    ))
 }

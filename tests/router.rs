@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, Method, Request};
-use codebuffd::agent::Launcher;
+use codebuffd::agent::{AdapterSource, Launcher};
 use codebuffd::http::{router, HttpOptions};
 use codebuffd::session::{Limits, SessionContext, SessionManager};
 use codebuffd::store::MemoryStore;
@@ -116,7 +116,7 @@ impl Api {
     /// A daemon with `options`, allowing loader variables in sessions' `env` or not.
     fn with(options: HttpOptions, allow_loader_env: bool) -> Api {
         let agent_state = TempDir::new("router-state");
-        let launcher = Launcher::new(None, None)
+        let launcher = Launcher::new(None, AdapterSource::from_env(agent_state.path()))
             .with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
         let ctx = SessionContext::from_env(
             Arc::new(MemoryStore::new()),

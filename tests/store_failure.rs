@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use codebuffd::agent::Launcher;
+use codebuffd::agent::{AdapterSource, Launcher};
 use codebuffd::session::{CreateRequest, Limits, SessionContext, SessionManager, SessionStatus};
 use codebuffd::store::{EventStore, MemoryStore, SessionRecord, StoreError, StoredEvent};
 use codebuffd::universal::EventDraft;
@@ -351,8 +351,8 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         failing: AtomicBool::new(false),
         health: watch::Sender::new(None),
     });
-    let launcher =
-        Launcher::new(None, None).with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
+    let launcher = Launcher::new(None, AdapterSource::from_env(state.path()))
+        .with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
     let ctx = SessionContext::from_env(
         store.clone(),
         Arc::new(launcher),
@@ -434,8 +434,8 @@ async fn a_delete_the_store_refuses_keeps_the_session_for_a_retry() {
         failing: AtomicBool::new(false),
         health: watch::Sender::new(None),
     });
-    let launcher =
-        Launcher::new(None, None).with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
+    let launcher = Launcher::new(None, AdapterSource::from_env(state.path()))
+        .with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
     let ctx = SessionContext::from_env(
         store.clone(),
         Arc::new(launcher),

@@ -285,6 +285,7 @@ impl AgentHost {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::adapter::AdapterSource;
 
     fn host(launcher: Launcher) -> AgentHost {
         AgentHost {
@@ -317,7 +318,10 @@ mod tests {
 
     #[test]
     fn codebuff_without_a_credential_does_not_start() {
-        let host = host(Launcher::new(Some("/bin/true".into()), None));
+        let host = host(Launcher::new(
+            Some("/bin/true".into()),
+            AdapterSource::embedded(Path::new("/nonexistent")),
+        ));
         let tmp = std::env::temp_dir();
         let err = host
             .turn_line(&turn(AgentKind::Codebuff, &tmp, None))
@@ -330,7 +334,10 @@ mod tests {
 
     #[test]
     fn the_key_travels_in_the_turn_line_never_in_the_environment() {
-        let host = host(Launcher::new(Some("/bin/true".into()), None));
+        let host = host(Launcher::new(
+            Some("/bin/true".into()),
+            AdapterSource::embedded(Path::new("/nonexistent")),
+        ));
         let tmp = std::env::temp_dir();
         let line = host
             .turn_line(&turn(AgentKind::Codebuff, &tmp, Some("sk-1")))
@@ -360,7 +367,7 @@ mod tests {
     async fn start_failures_name_no_host_paths() {
         let host = host(Launcher::new(
             Some("/nonexistent/secret-dir/agent".into()),
-            None,
+            AdapterSource::embedded(Path::new("/nonexistent")),
         ));
         let tmp = std::env::temp_dir();
         let err = host

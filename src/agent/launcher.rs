@@ -1,14 +1,17 @@
 //! Which program each agent kind runs, whether it is installed, and installing it.
 //!
-//! `codebuff` runs the bundled Node adapter (`adapters/codebuff/bin/codebuff-agent.mjs`, on
-//! `@codebuff/sdk`) unless `--agent-command` names another program honouring the contract;
+//! `codebuff` runs the Node adapter (`bin/codebuff-agent.mjs` on `@codebuff/sdk`, from where
+//! [`AdapterSource`] says: the copy this binary carries, unpacked into the data directory, or a
+//! directory used as it is) unless `--agent-command` names another program honouring the contract;
 //! `mock` runs this very executable as `codebuffd mock-agent`, through the same spawn path.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use tokio::sync::Mutex;
+
+use super::adapter::{self, AdapterSource};
+use super::node::{self, find_in_path, is_executable, NodeTools, MIN_NODE_MAJOR};
 
 /// The agents the daemon serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,23 +61,22 @@ pub struct InstallError(pub String);
 #[derive(Debug)]
 pub struct Launcher {
     custom_codebuff: Option<PathBuf>,
+    adapter: AdapterSource,
+    /// Where the adapter runs from (`adapter.dir()`).
     adapter_dir: PathBuf,
     self_exe: PathBuf,
     installing: Mutex<()>,
 }
 
-/// How long `npm ci` may take before install gives up.
-const INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
-
 impl Launcher {
-    /// A launcher; `agent_command` overrides the codebuff program, `adapter_dir` the bundled
-    /// adapter's directory (else it is looked for next to the executable and in the source tree).
-    pub fn new(agent_command: Option<PathBuf>, adapter_dir: Option<PathBuf>) -> Launcher {
+    /// A launcher; `agent_command` overrides the codebuff program, `adapter` says where the
+    /// Codebuff adapter comes from ([`AdapterSource::locate`]).
+    pub fn new(agent_command: Option<PathBuf>, adapter: AdapterSource) -> Launcher {
         let self_exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("codebuffd"));
-        let adapter_dir = adapter_dir.unwrap_or_else(|| find_adapter_dir(&self_exe));
         Launcher {
             custom_codebuff: agent_command,
-            adapter_dir,
+            adapter_dir: adapter.dir(),
+            adapter,
             self_exe,
             installing: Mutex::new(()),
         }
@@ -87,9 +89,19 @@ impl Launcher {
         self
     }
 
-    /// The bundled adapter's directory.
+    /// The directory the Codebuff adapter runs from.
     pub fn adapter_dir(&self) -> &Path {
         &self.adapter_dir
+    }
+
+    /// Where the Codebuff adapter comes from.
+    pub fn adapter(&self) -> &AdapterSource {
+        &self.adapter
+    }
+
+    /// The codebuff agent command that replaces the adapter, if any.
+    pub fn custom_command(&self) -> Option<&Path> {
+        self.custom_codebuff.as_deref()
     }
 
     /// The program and the arguments that precede the contract's arguments.
@@ -131,33 +143,46 @@ impl Launcher {
     }
 
     fn adapter_installation(&self) -> Installation {
-        let sdk = self
-            .adapter_dir
-            .join("node_modules/@codebuff/sdk/package.json");
-        let version = std::fs::read_to_string(&sdk).ok().and_then(|text| {
-            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-            v["version"].as_str().map(str::to_owned)
-        });
+        let dir = &self.adapter_dir;
+        let version = adapter::installed_sdk_version(dir);
         let node = find_in_path("node");
         let how = if node.is_none() {
-            "install Node.js 20 or newer (`node` must be on PATH), then run `npm ci` in the adapter directory"
-                .to_owned()
-        } else {
             format!(
-                "run `npm ci` in {} (or POST /v1/agents/codebuff/install)",
-                self.adapter_dir.display()
+                "install Node.js {MIN_NODE_MAJOR} or newer with npm (`node` and `npm` on PATH); \
+                 then the first codebuff session installs the adapter's packages"
             )
+        } else {
+            match &self.adapter {
+                AdapterSource::Embedded { .. } => format!(
+                    "the first codebuff session unpacks the adapter this binary carries into {} \
+                     and installs its Node packages (npm ci, from the npm registry); \
+                     POST /v1/agents/codebuff/install or `codebuffd install-adapter` does it now",
+                    dir.display()
+                ),
+                _ if !dir.join("package.json").is_file() => format!(
+                    "{} holds no Codebuff adapter (no package.json): point {} at one, or unset it \
+                     to use the adapter this binary carries",
+                    dir.display(),
+                    adapter::ADAPTER_DIR_ENV
+                ),
+                _ => format!(
+                    "run `npm ci` in {} (or POST /v1/agents/codebuff/install)",
+                    dir.display()
+                ),
+            }
         };
         Installation {
             installed: node.is_some() && version.is_some(),
             version: version.map(|v| format!("@codebuff/sdk {v}")),
-            path: Some(self.adapter_dir.join("bin/codebuff-agent.mjs")),
+            path: Some(dir.join("bin/codebuff-agent.mjs")),
             how: Some(how),
         }
     }
 
-    /// Installs the agent's dependencies if missing (or always, with `reinstall`): `npm ci` in
-    /// the adapter directory. The custom command and `mock` need nothing.
+    /// Installs the agent if missing (or always, with `reinstall`): the embedded adapter is
+    /// unpacked into the data directory with its Node packages; an adapter directory used as
+    /// it is gets `npm ci`. Fails naming what is missing (Node.js ≥ 20, npm). The custom
+    /// command and `mock` need nothing.
     pub async fn install(&self, kind: AgentKind, reinstall: bool) -> Result<(), InstallError> {
         if kind == AgentKind::Mock || self.custom_codebuff.is_some() {
             return match self.installation(kind) {
@@ -166,53 +191,30 @@ impl Launcher {
             };
         }
         let _one_at_a_time = self.installing.lock().await;
-        let before = self.adapter_installation();
-        if before.installed && !reinstall {
+        if self.adapter_installation().installed && !reinstall {
             return Ok(());
         }
-        if find_in_path("node").is_none() || find_in_path("npm").is_none() {
-            return Err(InstallError(before.how.unwrap_or_default()));
+        if let Some(problem) = NodeTools::probe().await.install_problem() {
+            return Err(InstallError(problem));
         }
-        if !self.adapter_dir.join("package-lock.json").is_file() {
-            return Err(InstallError(format!(
-                "the Codebuff adapter is missing: no package-lock.json in {}",
-                self.adapter_dir.display()
-            )));
-        }
-        tracing::info!(dir = %self.adapter_dir.display(), "installing the Codebuff adapter (npm ci)");
-        let mut cmd = tokio::process::Command::new("npm");
-        cmd.args(["ci", "--omit=dev", "--no-audit", "--no-fund"])
-            .current_dir(&self.adapter_dir)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        let child = {
-            let mut owned = super::reaper::OwnedChildren::lock();
-            let child = cmd
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .map_err(|e| InstallError(format!("cannot run npm: {e}")))?;
-            if let Some(pid) = child.id() {
-                owned.insert(pid);
+        let dir = &self.adapter_dir;
+        match &self.adapter {
+            AdapterSource::Embedded { root } => {
+                if reinstall && dir.exists() {
+                    set_aside(dir)?;
+                }
+                adapter::unpack_and_install(dir, true).await?;
+                adapter::remove_others(root, adapter::hash());
             }
-            child
-        };
-        let pid = child.id();
-        let output = tokio::time::timeout(INSTALL_TIMEOUT, child.wait_with_output()).await;
-        if let Some(pid) = pid {
-            super::reaper::disown(pid);
-        }
-        let output = output
-            .map_err(|_| InstallError("`npm ci` timed out".into()))?
-            .map_err(|e| InstallError(format!("cannot run npm: {e}")))?;
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-            return Err(InstallError(format!(
-                "`npm ci` failed in {}: {}",
-                self.adapter_dir.display(),
-                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-            )));
+            AdapterSource::Override(_) | AdapterSource::Checkout(_) => {
+                if !dir.join("package-lock.json").is_file() {
+                    return Err(InstallError(format!(
+                        "the Codebuff adapter is missing: no package-lock.json in {}",
+                        dir.display()
+                    )));
+                }
+                node::npm_ci(dir).await?;
+            }
         }
         match self.adapter_installation() {
             i if i.installed => Ok(()),
@@ -221,35 +223,17 @@ impl Launcher {
     }
 }
 
-fn find_adapter_dir(exe: &Path) -> PathBuf {
-    let rel = Path::new("adapters/codebuff");
-    let mut candidates = Vec::new();
-    if let Some(dir) = exe.parent() {
-        candidates.push(dir.join(rel));
-        candidates.push(dir.join("../share/codebuffd").join(rel));
-        // target/{debug,release}/codebuffd inside the source tree.
-        candidates.push(dir.join("../..").join(rel));
-    }
-    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join(rel));
-    candidates
-        .iter()
-        .find(|c| c.join("package.json").is_file())
-        .cloned()
-        .unwrap_or_else(|| candidates.pop().unwrap_or_else(|| rel.to_path_buf()))
-        .canonicalize()
-        .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join(rel))
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+/// Moves an unpacked adapter out of the way (removed by the next [`adapter::remove_others`]).
+fn set_aside(dir: &Path) -> Result<(), InstallError> {
+    let aside = dir.with_file_name(format!(
+        ".old-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::rename(dir, &aside)
+        .map_err(|e| InstallError(format!("cannot move {} aside: {e}", dir.display())))?;
+    let _ = std::fs::remove_dir_all(&aside);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -264,9 +248,14 @@ mod tests {
         assert_eq!(AgentKind::parse("claude"), None);
     }
 
+    /// What a test binary finds: the checkout's adapter.
+    fn checkout() -> AdapterSource {
+        AdapterSource::locate(Path::new("/nonexistent"), &|_| None)
+    }
+
     #[test]
     fn mock_runs_this_executable_and_codebuff_the_adapter() {
-        let launcher = Launcher::new(None, None);
+        let launcher = Launcher::new(None, checkout());
         let (program, args) = launcher.program(AgentKind::Mock);
         assert_eq!(program, std::env::current_exe().unwrap());
         assert_eq!(args, vec![OsString::from("mock-agent")]);
@@ -278,13 +267,37 @@ mod tests {
 
     #[test]
     fn a_custom_command_replaces_the_adapter() {
-        let launcher = Launcher::new(Some("/bin/true".into()), None);
+        let launcher = Launcher::new(Some("/bin/true".into()), checkout());
         assert_eq!(
             launcher.program(AgentKind::Codebuff),
             (PathBuf::from("/bin/true"), vec![])
         );
         assert!(launcher.installation(AgentKind::Codebuff).installed);
-        let missing = Launcher::new(Some("/nonexistent/agent".into()), None);
+        let missing = Launcher::new(Some("/nonexistent/agent".into()), checkout());
         assert!(!missing.installation(AgentKind::Codebuff).installed);
+    }
+
+    #[test]
+    fn an_embedded_adapter_not_yet_unpacked_says_where_it_will_go() {
+        let data =
+            std::env::temp_dir().join(format!("codebuffd-launcher-{}", uuid::Uuid::new_v4()));
+        let launcher = Launcher::new(None, AdapterSource::embedded(&data));
+        assert_eq!(
+            launcher.adapter_dir(),
+            data.join("adapter").join(adapter::hash())
+        );
+        let (_, args) = launcher.program(AgentKind::Codebuff);
+        assert_eq!(
+            PathBuf::from(&args[0]),
+            launcher.adapter_dir().join("bin/codebuff-agent.mjs")
+        );
+        let installation = launcher.installation(AgentKind::Codebuff);
+        assert!(!installation.installed);
+        let how = installation.how.unwrap();
+        assert!(
+            how.contains(&launcher.adapter_dir().display().to_string()),
+            "{how}"
+        );
+        assert!(!data.exists(), "looking installs nothing");
     }
 }

@@ -1,7 +1,9 @@
 //! Running agent commands: the command contract, starting a turn's agent (program, arguments,
 //! environment, credential), supervising it (process groups, bounded line framing, stdin
-//! answers, kill escalation), and the scripted mock agent.
+//! answers, kill escalation), the scripted mock agent, and the Codebuff adapter this binary
+//! carries with the Node.js it needs.
 
+pub mod adapter;
 mod command;
 pub mod credentials;
 mod environment;
@@ -9,10 +11,12 @@ mod framing;
 mod launch;
 mod launcher;
 pub mod mock;
+pub mod node;
 mod process;
 pub mod procfs;
 pub mod reaper;
 
+pub use adapter::AdapterSource;
 pub use command::{
     agent_args, AgentCommandArgs, TurnCommand, TurnImage, TurnLine, STDIN_TURN_ARGS,
 };

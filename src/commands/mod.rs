@@ -2,5 +2,7 @@
 
 pub mod acp;
 pub mod convert;
+pub mod doctor;
+pub mod install_adapter;
 pub mod openapi;
 pub mod server;
