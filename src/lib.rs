@@ -24,6 +24,7 @@ pub mod config;
 pub mod engine;
 pub mod http;
 pub mod instance;
+pub mod scope;
 pub mod session;
 pub mod store;
 pub mod universal;

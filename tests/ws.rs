@@ -902,3 +902,58 @@ async fn one_connection_drives_many_sessions() {
     assert_eq!(d.info(&id).await["turns"], 1);
     d.stop();
 }
+
+#[tokio::test]
+async fn open_connections_hold_their_slots_and_are_closed_going_away_at_shutdown() {
+    let d = daemon(&["--max-connections", "2"]);
+    let mut first = Ws::connect(&d).await;
+    let mut second = Ws::connect(&d).await;
+    for ws in [&mut first, &mut second] {
+        let txid = ws.send(json!({"type": "ping"})).await;
+        ws.acked(txid).await;
+    }
+    // Both slots are taken by the upgraded connections: a third connection waits in the backlog.
+    let fresh = || {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("a client")
+    };
+    let waiting = tokio::time::timeout(
+        Duration::from_millis(1500),
+        fresh().get(d.url("/v1/health")).send(),
+    )
+    .await;
+    assert!(
+        waiting.is_err(),
+        "a third connection was served while two WebSockets held both slots: {waiting:?}"
+    );
+    // Closing one gives its slot back.
+    first.stream.close(None).await.expect("close the first");
+    drop(first);
+    let health = tokio::time::timeout(WAIT, fresh().get(d.url("/v1/health")).send())
+        .await
+        .expect("served once a slot is free")
+        .expect("a response");
+    assert_eq!(health.status(), 200);
+    // Shutting down closes the open WebSocket with 1001 and a reason; the daemon exits 0.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(d.pid()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let close = loop {
+        let frame = tokio::time::timeout(WAIT, second.stream.next())
+            .await
+            .expect("closed in time");
+        match frame {
+            Some(Ok(Message::Close(close))) => break close.expect("a close frame with a reason"),
+            Some(Ok(_)) => continue,
+            other => panic!("not a close frame: {other:?}"),
+        }
+    };
+    assert_eq!(close.code, CloseCode::Away);
+    assert!(close.reason.contains("shutting down"), "{}", close.reason);
+    drop(second);
+    d.stop();
+}

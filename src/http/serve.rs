@@ -17,6 +17,8 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
+
+use crate::scope::ConnectionScope;
 use tower::ServiceExt as _;
 
 /// How a listener is served.
@@ -73,7 +75,12 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
-        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        // Every request carries the connection's scope; an upgraded connection keeps it (and
+        // so its slot) for its whole life.
+        let scope = ConnectionScope::new(slot, closing_rx.clone());
+        let request_scope = scope.clone();
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+            req.extensions_mut().insert(request_scope.clone());
             app.clone().oneshot(req)
         });
         let connection = builder
@@ -93,7 +100,7 @@ pub async fn serve(
             if let Err(error) = result {
                 tracing::debug!(%error, "connection ended with an error");
             }
-            drop(slot);
+            drop(scope);
         });
     }
     drop(listener);

@@ -19,9 +19,12 @@ use super::prompt;
 use super::server::{ServerAction, ServerMessage};
 use super::subscription;
 use super::Door;
+use crate::scope::ConnectionScope;
 
 /// The close code of a connection closed for its silence (application-defined range).
 pub const CLOSE_HEARTBEAT: u16 = 4000;
+/// The close code when the daemon shuts down (RFC 6455 "going away").
+pub const CLOSE_GOING_AWAY: u16 = 1001;
 /// How long the writer gets to deliver what is queued once the connection ends.
 const WRITER_GRACE: Duration = Duration::from_secs(5);
 
@@ -88,8 +91,10 @@ struct Connection {
     routes: Arc<Routes>,
 }
 
-/// Serves one upgraded connection to its end.
-pub async fn serve(socket: WebSocket, door: Arc<Door>) {
+/// Serves one upgraded connection to its end; with a listener `scope`, closes it (1001) when
+/// the daemon shuts down, and holds the scope's slot until then.
+pub async fn serve(socket: WebSocket, door: Arc<Door>, scope: Option<ConnectionScope>) {
+    let mut scope = scope;
     let (sink, mut stream) = socket.split();
     let (out, rx) = Outbox::new();
     let mut writer = tokio::spawn(outbox::write(sink, rx));
@@ -103,7 +108,23 @@ pub async fn serve(socket: WebSocket, door: Arc<Door>) {
         routes: Arc::new(Routes::default()),
     };
     loop {
-        let frame = match tokio::time::timeout(timeout, stream.next()).await {
+        let next = tokio::select! {
+            next = tokio::time::timeout(timeout, stream.next()) => next,
+            () = async {
+                match scope.as_mut() {
+                    Some(scope) => scope.closing().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                conn.tasks.shutdown().await;
+                tracing::debug!("closing a WebSocket connection: the daemon is shutting down");
+                conn.out
+                    .close(CLOSE_GOING_AWAY, "the daemon is shutting down".to_owned())
+                    .await;
+                break;
+            }
+        };
+        let frame = match next {
             Err(_) => {
                 conn.tasks.shutdown().await;
                 let reason = format!(

@@ -32,10 +32,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{rejection::WebSocketUpgradeRejection, WebSocketUpgrade};
+use axum::extract::Extension;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 
+use crate::scope::ConnectionScope;
 use crate::session::SessionManager;
 
 pub use connection::CLOSE_HEARTBEAT;
@@ -91,14 +93,21 @@ where
         max_message_bytes: max_message_bytes.max(MIN_MESSAGE_BYTES),
     });
     get(
-        move |ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>| {
+        move |scope: Option<Extension<ConnectionScope>>,
+              ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>| {
             let door = door.clone();
-            async move { upgrade(door, ws) }
+            async move { upgrade(door, ws, scope.map(|Extension(s)| s)) }
         },
     )
 }
 
-fn upgrade(door: Arc<Door>, ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>) -> Response {
+/// Upgrades the request; the connection keeps the listener's `scope` (its slot among
+/// `--max-connections`, the stop signal) until it closes.
+fn upgrade(
+    door: Arc<Door>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    scope: Option<ConnectionScope>,
+) -> Response {
     let ws = match ws {
         Ok(ws) => ws,
         Err(rejection) => {
@@ -109,7 +118,7 @@ fn upgrade(door: Arc<Door>, ws: Result<WebSocketUpgrade, WebSocketUpgradeRejecti
         .max_message_size(door.max_message_bytes)
         .max_frame_size(door.max_message_bytes)
         .on_failed_upgrade(|error| tracing::debug!(%error, "a WebSocket upgrade failed"))
-        .on_upgrade(move |socket| connection::serve(socket, door))
+        .on_upgrade(move |socket| connection::serve(socket, door, scope))
 }
 
 /// The problem document of a request to `/v1/ws` that is not a WebSocket upgrade.
