@@ -46,3 +46,26 @@ pub enum SessionError {
     #[error(transparent)]
     Store(StoreError),
 }
+
+impl SessionError {
+    /// The stable, machine-readable name of this refusal, for doors that report errors as a
+    /// code (the WebSocket door's `prompt-error`/`action-error`, logs). The HTTP door keeps the
+    /// problem types of the API it is compatible with, which differ for a few of these.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SessionError::NotFound(_) => "session_not_found",
+            SessionError::AlreadyExists(_) => "session_already_exists",
+            SessionError::UnsupportedAgent(_) => "unsupported_agent",
+            SessionError::ModeNotSupported(_) => "mode_not_supported",
+            SessionError::InvalidRequest(_) => "invalid_request",
+            SessionError::AgentNotInstalled { .. } => "agent_not_installed",
+            SessionError::CredentialsMissing { .. } => "credentials_missing",
+            SessionError::Terminated => "session_terminated",
+            SessionError::AgentExited(_) => "agent_process_exited",
+            SessionError::ShuttingDown => "shutting_down",
+            SessionError::BudgetExhausted { .. } => "budget_exhausted",
+            SessionError::StoreUnavailable(_) => "store_unavailable",
+            SessionError::Store(_) => "store_error",
+        }
+    }
+}

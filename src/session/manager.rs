@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::actor::{Actor, Command, Origin};
@@ -49,6 +49,9 @@ pub struct SessionManager {
     shutting_down: AtomicBool,
     /// The next session's `Handle::order`.
     next_order: AtomicU64,
+    /// How many sessions this manager has created: raised after each, so followers of "every
+    /// session" (the WebSocket door's `*`) learn of new ones without polling the list.
+    created: watch::Sender<u64>,
 }
 
 impl SessionManager {
@@ -59,7 +62,19 @@ impl SessionManager {
             sessions: RwLock::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
             next_order: AtomicU64::new(0),
+            created: watch::Sender::new(0),
         }
+    }
+
+    /// A receiver that changes each time a session is created (the value counts them).
+    pub fn creations(&self) -> watch::Receiver<u64> {
+        self.created.subscribe()
+    }
+
+    /// The ids of every session, in no order (cheaper than [`SessionManager::list`]).
+    pub fn ids(&self) -> Vec<String> {
+        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        sessions.keys().cloned().collect()
     }
 
     /// The event log all sessions write to.
@@ -146,6 +161,8 @@ impl SessionManager {
         tracing::info!(session = %id, agent = handle.settings.agent.id(), "session created");
         let info = info_of(&handle);
         sessions.insert(id.to_string(), handle);
+        drop(sessions);
+        self.created.send_modify(|n| *n += 1);
         Ok(info)
     }
 

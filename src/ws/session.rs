@@ -88,24 +88,9 @@ pub async fn info_after(
 }
 
 /// The typed cause of a refused request, as `prompt-error.error` and `action-error.error`
-/// carry it (the kinds of the HTTP API's problem documents where they exist).
+/// carry it: the session layer's own code ([`SessionError::code`]).
 pub fn cause(error: &SessionError) -> &'static str {
-    match error {
-        SessionError::NotFound(_) => "session_not_found",
-        SessionError::AlreadyExists(_) => "session_already_exists",
-        SessionError::UnsupportedAgent(_) => "unsupported_agent",
-        SessionError::ModeNotSupported(_) => "mode_not_supported",
-        SessionError::InvalidRequest(_) => "invalid_request",
-        SessionError::AgentNotInstalled { .. } => "agent_not_installed",
-        SessionError::Terminated => "session_terminated",
-        SessionError::AgentExited(_) => "agent_process_exited",
-        SessionError::ShuttingDown => "shutting_down",
-        SessionError::BudgetExhausted { .. } => "budget_exhausted",
-        SessionError::StoreUnavailable(_) => "store_unavailable",
-        SessionError::Store(_) => "store_error",
-        #[allow(unreachable_patterns)]
-        _ => "session_error",
-    }
+    error.code()
 }
 
 #[cfg(test)]
@@ -149,6 +134,13 @@ mod tests {
         assert_eq!(
             cause(&SessionError::NotFound("x".into())),
             "session_not_found"
+        );
+        assert_eq!(
+            cause(&SessionError::CredentialsMissing {
+                places: vec![],
+                get_one: "https://www.codebuff.com/api-keys"
+            }),
+            "credentials_missing"
         );
     }
 }

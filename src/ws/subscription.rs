@@ -16,8 +16,8 @@ use super::server::event_action;
 use crate::session::SessionManager;
 use crate::store::{wait_after, EventStore};
 
-/// How often new sessions are looked for (`*`, and topics naming sessions not created yet).
-const DISCOVER_EVERY: Duration = Duration::from_millis(200);
+/// How often a follower waiting for new sessions checks that its connection is still open.
+const CHECK_OPEN_EVERY: Duration = Duration::from_secs(1);
 /// Events read from the log per page.
 const PAGE: usize = 256;
 
@@ -33,13 +33,13 @@ pub async fn follow(manager: Arc<SessionManager>, topic: Topic, out: Outbox) {
         (Ok(info), None) => info.event_count,
         (Err(_), after) => {
             // Not created yet: wait for it, then read it from its start (or the sequence).
+            let mut creations = manager.creations();
             loop {
-                if out.is_closed() {
-                    return;
-                }
-                tokio::time::sleep(DISCOVER_EVERY).await;
                 if manager.info(id).is_ok() {
                     break after.unwrap_or(0);
+                }
+                if !next_creation(&mut creations, &out).await {
+                    return;
                 }
             }
         }
@@ -49,26 +49,48 @@ pub async fn follow(manager: Arc<SessionManager>, topic: Topic, out: Outbox) {
 
 /// `*`: every session live, and every session created later from its first event.
 async fn follow_all(manager: &SessionManager, out: &Outbox) {
+    // Subscribed before the first listing, so no session created in between is missed.
+    let mut creations = manager.creations();
     let mut known: HashSet<String> = HashSet::new();
     let mut followers = JoinSet::new();
-    let mut first = true;
+    let follow = |followers: &mut JoinSet<()>, id: String, after: u64| {
+        let store = manager.store().clone();
+        let out = out.clone();
+        followers.spawn(async move {
+            follow_log(store, &id, "*", after, &out).await;
+        });
+    };
+    // The sessions that exist now: from now on.
+    for info in manager.list() {
+        known.insert(info.session_id.clone());
+        follow(&mut followers, info.session_id, info.event_count);
+    }
+    // Sessions created later: from their first event.
     loop {
-        for info in manager.list() {
-            if known.insert(info.session_id.clone()) {
-                let after = if first { info.event_count } else { 0 };
-                let store = manager.store().clone();
-                let out = out.clone();
-                followers.spawn(async move {
-                    follow_log(store, &info.session_id, "*", after, &out).await;
-                });
-            }
-        }
-        first = false;
-        while followers.try_join_next().is_some() {}
-        if out.is_closed() {
+        if !next_creation(&mut creations, out).await {
             return;
         }
-        tokio::time::sleep(DISCOVER_EVERY).await;
+        for id in manager.ids() {
+            if known.insert(id.clone()) {
+                follow(&mut followers, id, 0);
+            }
+        }
+        while followers.try_join_next().is_some() {}
+    }
+}
+
+/// Waits until a session is created; false once the connection is closed (checked now and
+/// then, so a follower of a quiet daemon does not outlive its connection for long).
+async fn next_creation(creations: &mut tokio::sync::watch::Receiver<u64>, out: &Outbox) -> bool {
+    loop {
+        if out.is_closed() {
+            return false;
+        }
+        match tokio::time::timeout(CHECK_OPEN_EVERY, creations.changed()).await {
+            Ok(Ok(())) => return true,
+            Ok(Err(_)) => return false,
+            Err(_) => {}
+        }
     }
 }
 
