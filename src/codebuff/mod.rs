@@ -5,7 +5,7 @@
 //! resulting drafts with time and sequence.
 
 mod answer;
-mod convert;
+mod converter;
 mod event;
 mod ids;
 mod intake;
@@ -16,7 +16,7 @@ mod text_buf;
 mod tools;
 
 pub use answer::{answer_line, skip_line, AnswerError};
-pub use convert::{CodebuffConverter, TurnOutcome};
+pub use converter::{CodebuffConverter, TurnOutcome};
 pub use event::{
     CostEvent, DownloadEvent, ErrorEvent, FinishEvent, OtherEvent, ParseError,
     PermissionRequestEvent, PrintModeEvent, ReasoningDeltaEvent, StartEvent, SubagentEvent,
