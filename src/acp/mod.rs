@@ -25,6 +25,7 @@ pub mod permissions;
 pub mod project;
 pub mod prompt;
 pub mod questions;
+pub mod remote;
 pub mod replay;
 pub mod requests;
 pub mod sessions;

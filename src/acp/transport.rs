@@ -59,7 +59,7 @@ impl Outbox {
 
     /// `n` lines were written (or dropped). Lines the connection writes by itself (responses,
     /// requests) were never reserved, so the count stops at zero.
-    fn written(&self, n: usize) {
+    pub fn written(&self, n: usize) {
         let _ = self
             .pending
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {

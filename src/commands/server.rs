@@ -35,6 +35,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
                 heartbeat_timeout: config.ws_heartbeat_timeout,
                 default_agent: config.ws_default_agent.clone(),
             },
+            data_dir: Some(config.data_dir.clone()),
         },
     );
     let addr = SocketAddr::new(config.host, config.port);

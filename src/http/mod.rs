@@ -1,6 +1,7 @@
 //! The `/v1` HTTP API: routes, SSE, auth, CORS, body limits and problem documents
 //! (`docs/http-api.md`). The only layer that knows about HTTP.
 
+mod acp;
 mod agents;
 mod auth;
 mod events;
@@ -52,6 +53,9 @@ pub struct HttpOptions {
     pub sse_keep_alive: std::time::Duration,
     /// The Codebuff WebSocket door at `/v1/ws`.
     pub ws: crate::ws::WsOptions,
+    /// The daemon's data directory: ACP servers (`/v1/acp`) keep their logs under it (`None`:
+    /// a scratch directory of this process).
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 /// `GET /v1/health`: `ok`, or `degraded` with the cause while the event log cannot be written
@@ -108,6 +112,13 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         keep_alive: options.sse_keep_alive,
     };
     let s = "/v1/sessions/{id}";
+    let data_dir = options.data_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("codebuffd-acp-{}", std::process::id()))
+    });
+    let acp = acp::routes(acp::AcpHttp {
+        servers: crate::acp::remote::Servers::start(state.manager.clone(), &data_dir),
+        keep_alive: options.sse_keep_alive,
+    });
     let api = Router::new()
         .route("/v1/health", get(health))
         .route("/v1/openapi.json", get(openapi::openapi_json))
@@ -148,6 +159,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
             "/v1/ws",
             crate::ws::route(state.manager.clone(), &options.ws, options.max_body_bytes),
         )
+        .merge(acp)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(options.max_body_bytes))

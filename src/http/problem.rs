@@ -80,6 +80,9 @@ fn title(kind: &str) -> &'static str {
         "credentials_missing" => "Credentials missing",
         "host_not_allowed" => "Host not allowed",
         "origin_not_allowed" => "Origin not allowed",
+        "conflict" => "Conflict",
+        "not_acceptable" => "Not acceptable",
+        "unsupported_media_type" => "Unsupported media type",
         _ => "Error",
     }
 }

@@ -1,0 +1,184 @@
+//! The remote ACP servers of a daemon, by the clients' ids: created by the first envelope
+//! posted with an agent, listed, deleted, and restored from their records when the daemon
+//! starts again (`<data-dir>/acp-http/`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use super::record::{server_dirs, ServerRecord};
+use super::server::Server;
+use crate::agent::AgentKind;
+use crate::session::SessionManager;
+
+/// The directory of the servers' records and logs under the data directory.
+pub const SERVERS_DIR: &str = "acp-http";
+
+/// Why a server cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("no ACP server `{0}`")]
+    NotFound(String),
+    #[error("the first message to an ACP server names its agent: add `?agent=codebuff` or `?agent=mock`")]
+    AgentMissing,
+    #[error("the ACP server `{id}` runs the agent `{existing}`, not `{requested}`")]
+    Conflict {
+        id: String,
+        existing: &'static str,
+        requested: &'static str,
+    },
+    #[error("cannot keep the ACP server's log: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What `GET /v1/acp` lists of a server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerInfo {
+    pub server_id: String,
+    pub agent: &'static str,
+    pub created_at_ms: i64,
+}
+
+/// The servers.
+pub struct Servers {
+    manager: Arc<SessionManager>,
+    data_dir: PathBuf,
+    root: PathBuf,
+    servers: RwLock<HashMap<String, Arc<Server>>>,
+    /// Held while a server is created, so two first posts make one server.
+    creating: tokio::sync::Mutex<()>,
+}
+
+impl Servers {
+    /// The servers kept under `data_dir`, those recorded by an earlier run started again
+    /// (within a tokio runtime: each gets its connection task).
+    pub fn start(manager: Arc<SessionManager>, data_dir: &Path) -> Arc<Servers> {
+        let root = data_dir.join(SERVERS_DIR);
+        let mut servers = HashMap::new();
+        for dir in server_dirs(&root) {
+            let restored = ServerRecord::load(&dir)
+                .and_then(|record| Server::start(manager.clone(), data_dir, dir.clone(), record));
+            match restored {
+                Ok(server) => {
+                    tracing::info!(server = %server.id, envelopes = server.log.last(), "ACP server restored");
+                    servers.insert(server.id.clone(), server);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, dir = %dir.display(), "an ACP server's record cannot be read; skipped");
+                }
+            }
+        }
+        Arc::new(Servers {
+            manager,
+            data_dir: data_dir.to_owned(),
+            root,
+            servers: RwLock::new(servers),
+            creating: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The server `id`.
+    pub fn get(&self, id: &str) -> Result<Arc<Server>, RegistryError> {
+        self.servers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+            .ok_or_else(|| RegistryError::NotFound(id.to_owned()))
+    }
+
+    /// The server `id`, created for `agent` when there is none (the agent must then be given;
+    /// when given, it must be the server's).
+    pub async fn get_or_create(
+        &self,
+        id: &str,
+        agent: Option<AgentKind>,
+    ) -> Result<Arc<Server>, RegistryError> {
+        let check = |server: Arc<Server>| match agent {
+            Some(a) if a != server.agent => Err(RegistryError::Conflict {
+                id: id.to_owned(),
+                existing: server.agent.id(),
+                requested: a.id(),
+            }),
+            _ => Ok(server),
+        };
+        if let Ok(server) = self.get(id) {
+            return check(server);
+        }
+        let _creating = self.creating.lock().await;
+        if let Ok(server) = self.get(id) {
+            return check(server);
+        }
+        let agent = agent.ok_or(RegistryError::AgentMissing)?;
+        let dir = self.root.join(uuid::Uuid::new_v4().to_string());
+        std::fs::create_dir_all(&dir)?;
+        let record = ServerRecord {
+            server_id: id.to_owned(),
+            agent: agent.id().to_owned(),
+            created_at_ms: now_ms(),
+            initialize: None,
+            sessions: Vec::new(),
+        };
+        record.save(&dir)?;
+        let server = Server::start(self.manager.clone(), &self.data_dir, dir, record)?;
+        tracing::info!(server = %id, agent = agent.id(), "ACP server created");
+        self.servers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_owned(), server.clone());
+        Ok(server)
+    }
+
+    /// Deletes the server `id` (see [`Server::close`]) and its record and log. False when there
+    /// was none.
+    pub async fn delete(&self, id: &str) -> bool {
+        let removed = self
+            .servers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        let Some(server) = removed else {
+            return false;
+        };
+        server.close().await;
+        if let Err(error) = std::fs::remove_dir_all(server.dir()) {
+            tracing::warn!(%error, server = %id, "cannot remove an ACP server's log");
+        }
+        tracing::info!(server = %id, "ACP server deleted");
+        true
+    }
+
+    /// The live servers, by id.
+    pub fn list(&self) -> Vec<ServerInfo> {
+        let mut list: Vec<ServerInfo> = self
+            .servers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|s| ServerInfo {
+                server_id: s.id.clone(),
+                agent: s.agent.id(),
+                created_at_ms: s.created_at_ms,
+            })
+            .collect();
+        list.sort_by(|a, b| a.server_id.cmp(&b.server_id));
+        list
+    }
+
+    /// The number of live servers running `agent`, and when the oldest was created.
+    pub fn of_agent(&self, agent: AgentKind) -> Vec<i64> {
+        self.servers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|s| s.agent == agent)
+            .map(|s| s.created_at_ms)
+            .collect()
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,496 @@
+//! One remote ACP server: an ACP connection to the engine, served by the same door as
+//! `codebuffd acp` ([`crate::acp::serve`]), whose input is the envelopes clients post and whose
+//! output goes to its [`EnvelopeLog`].
+//!
+//! * [`Server::post`] hands one envelope to the connection. A request's answer is awaited (the
+//!   caller gets a receiver); notifications and the client's responses (to permission requests,
+//!   questions) are only delivered.
+//! * The writer thread takes what the connection writes, appends it to the log with one write
+//!   per batch, and only then hands an answer to the request waiting for it — so the log holds
+//!   every envelope, answers included, in the order the connection wrote them. It also counts
+//!   them written for the door's [`Outbox`]: readers never hold the door up (the log keeps
+//!   everything for them).
+//! * It remembers what a restart and a delete need: the client's `initialize` (replayed to the
+//!   connection of a restarted daemon), the sessions it created (ended by a delete) and the
+//!   prompts running (cancelled by a delete).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+
+use agent_client_protocol::Lines;
+use futures::channel::mpsc as fmpsc;
+use futures::SinkExt;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::envelopes::EnvelopeLog;
+use super::record::{ServerRecord, LOG_FILE};
+use crate::acp::{self, AcpOptions, Outbox};
+use crate::agent::AgentKind;
+use crate::session::SessionManager;
+
+/// The id of the `initialize` a restored server replays (its answer is not logged).
+const RESTORE_ID: &str = "codebuffd/restore-initialize";
+/// Lines the writer gathers into one append at most.
+const WRITE_BATCH: usize = 512;
+
+/// What posting an envelope did.
+#[derive(Debug)]
+pub enum Posted {
+    /// A request: its answer (the response envelope's JSON) comes on this receiver; a closed
+    /// receiver means the server was closed before it answered.
+    Answer(oneshot::Receiver<Arc<str>>),
+    /// A notification or a response: delivered.
+    Accepted,
+}
+
+/// Why an envelope was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum PostError {
+    #[error("the body must be one JSON-RPC message (an object)")]
+    NotAnObject,
+    #[error("the ACP server is closed")]
+    Closed,
+}
+
+/// A request waiting for its answer.
+struct Waiter {
+    method: String,
+    /// The session a `session/prompt` is for.
+    session: Option<String>,
+    /// The `initialize` parameters (recorded once it succeeds).
+    params: Option<Value>,
+    /// `None` for the restore's own `initialize`, whose answer nobody reads.
+    tx: Option<oneshot::Sender<Arc<str>>>,
+}
+
+/// State the handlers and the writer thread share.
+struct Shared {
+    dir: PathBuf,
+    waiting: Mutex<HashMap<String, Waiter>>,
+    record: Mutex<ServerRecord>,
+    /// Running prompts by session.
+    prompting: Mutex<BTreeMap<String, usize>>,
+}
+
+impl Shared {
+    fn save(&self, record: &ServerRecord) {
+        if let Err(error) = record.save(&self.dir) {
+            tracing::warn!(%error, server = %record.server_id, "cannot write the ACP server's record");
+        }
+    }
+
+    /// A response was written: settle its request.
+    fn settle(&self, key: &str, line: &str) {
+        let waiter = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        let Some(waiter) = waiter else { return };
+        let ok = succeeded(line);
+        match waiter.method.as_str() {
+            "session/new" if ok => {
+                if let Some(id) = result_session_id(line) {
+                    let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+                    record.sessions.push(id);
+                    self.save(&record);
+                }
+            }
+            "initialize" if ok && waiter.tx.is_some() => {
+                let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+                record.initialize = waiter.params.clone();
+                self.save(&record);
+            }
+            _ => {}
+        }
+        if let Some(session) = &waiter.session {
+            let mut prompting = self.prompting.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = prompting.get_mut(session) {
+                *n -= 1;
+                if *n == 0 {
+                    prompting.remove(session);
+                }
+            }
+        }
+        if let Some(tx) = waiter.tx {
+            let _ = tx.send(Arc::from(line));
+        }
+    }
+}
+
+/// A response's head: enough to tell it from a request or notification.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a str>,
+}
+
+/// True when the JSON response `line` has a `result` (not an `error`).
+fn succeeded(line: &str) -> bool {
+    #[derive(Deserialize)]
+    struct R<'a> {
+        #[serde(borrow, default)]
+        result: Option<&'a RawValue>,
+    }
+    serde_json::from_str::<R>(line).is_ok_and(|r| r.result.is_some())
+}
+
+/// `result.sessionId` of a response.
+fn result_session_id(line: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    Some(v.get("result")?.get("sessionId")?.as_str()?.to_owned())
+}
+
+/// The key of a JSON-RPC id: its compact JSON.
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+/// One server.
+pub struct Server {
+    pub id: String,
+    pub agent: AgentKind,
+    pub created_at_ms: i64,
+    pub log: Arc<EnvelopeLog>,
+    shared: Arc<Shared>,
+    manager: Arc<SessionManager>,
+    /// The connection's input; taken at close (which ends the connection).
+    incoming: Mutex<Option<fmpsc::Sender<std::io::Result<String>>>>,
+    connection: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Server {
+    /// Starts the server recorded in `dir` (new or restored): opens its log and connects it to
+    /// the door. A restored server is initialized again with its client's parameters.
+    pub fn start(
+        manager: Arc<SessionManager>,
+        data_dir: &Path,
+        dir: PathBuf,
+        record: ServerRecord,
+    ) -> std::io::Result<Arc<Server>> {
+        let agent = AgentKind::parse(&record.agent).ok_or_else(|| {
+            std::io::Error::other(format!("unknown agent `{}` in the record", record.agent))
+        })?;
+        let log = Arc::new(EnvelopeLog::open(&dir.join(LOG_FILE))?);
+        let initialize = record.initialize.clone();
+        let shared = Arc::new(Shared {
+            dir,
+            waiting: Mutex::new(HashMap::new()),
+            record: Mutex::new(record.clone()),
+            prompting: Mutex::new(BTreeMap::new()),
+        });
+        let outbox = Outbox::new();
+        let (line_tx, line_rx) = mpsc::channel::<String>();
+        {
+            let (shared, log, outbox) = (shared.clone(), log.clone(), outbox.clone());
+            std::thread::Builder::new()
+                .name("acp-http-log".into())
+                .spawn(move || write_envelopes(line_rx, &shared, &log, &outbox))?;
+        }
+        let (mut in_tx, in_rx) = fmpsc::channel::<std::io::Result<String>>(16);
+        let sink = futures::sink::unfold(line_tx, |tx, line: String| async move {
+            // The writer only goes away with this sink.
+            let _ = tx.send(line);
+            Ok::<_, std::io::Error>(tx)
+        });
+        let options = AcpOptions {
+            agent,
+            data_dir: data_dir.to_owned(),
+        };
+        let server_id = record.server_id.clone();
+        let connection = {
+            let manager = manager.clone();
+            let server_id = server_id.clone();
+            tokio::spawn(async move {
+                if let Err(error) =
+                    acp::serve(manager, options, outbox, Lines::new(sink, in_rx)).await
+                {
+                    tracing::warn!(%error, server = %server_id, "an ACP server's connection failed");
+                }
+            })
+        };
+        if let Some(params) = initialize {
+            shared
+                .waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    id_key(&Value::from(RESTORE_ID)),
+                    Waiter {
+                        method: "initialize".into(),
+                        session: None,
+                        params: None,
+                        tx: None,
+                    },
+                );
+            let line = serde_json::json!({
+                "jsonrpc": "2.0", "id": RESTORE_ID, "method": "initialize", "params": params,
+            })
+            .to_string();
+            // The channel is new and empty: there is room.
+            let _ = in_tx.try_send(Ok(line));
+        }
+        Ok(Arc::new(Server {
+            id: server_id,
+            agent,
+            created_at_ms: record.created_at_ms,
+            log,
+            shared,
+            manager,
+            incoming: Mutex::new(Some(in_tx)),
+            connection: Mutex::new(Some(connection)),
+        }))
+    }
+
+    /// Hands one envelope to the connection.
+    pub async fn post(&self, envelope: Value) -> Result<Posted, PostError> {
+        let Some(object) = envelope.as_object() else {
+            return Err(PostError::NotAnObject);
+        };
+        let method = object.get("method").and_then(Value::as_str);
+        let id = object.get("id").filter(|id| !id.is_null());
+        let mut answer = None;
+        let mut key = None;
+        if let (Some(method), Some(id)) = (method, id) {
+            let (tx, rx) = oneshot::channel();
+            let params = object.get("params");
+            let session = (method == "session/prompt")
+                .then(|| params?.get("sessionId")?.as_str().map(str::to_owned))
+                .flatten();
+            if let Some(session) = &session {
+                *self
+                    .shared
+                    .prompting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(session.clone())
+                    .or_default() += 1;
+            }
+            let k = id_key(id);
+            // A second request with the same id replaces the first's waiter (which then
+            // answers that the server closed it): ids are the client's to keep apart.
+            self.shared
+                .waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(
+                    k.clone(),
+                    Waiter {
+                        method: method.to_owned(),
+                        session,
+                        params: (method == "initialize").then(|| params.cloned()).flatten(),
+                        tx: Some(tx),
+                    },
+                );
+            answer = Some(rx);
+            key = Some(k);
+        }
+        let line = envelope.to_string();
+        let sender = self
+            .incoming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let delivered = match sender {
+            Some(mut tx) => tx.send(Ok(line)).await.is_ok(),
+            None => false,
+        };
+        if !delivered {
+            if let Some(k) = key {
+                self.forget(&k);
+            }
+            return Err(PostError::Closed);
+        }
+        Ok(match answer {
+            Some(rx) => Posted::Answer(rx),
+            None => Posted::Accepted,
+        })
+    }
+
+    /// Drops the waiter of request `key` (it was never delivered).
+    fn forget(&self, key: &str) {
+        let waiter = self
+            .shared
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        if let Some(session) = waiter.and_then(|w| w.session) {
+            let mut prompting = self
+                .shared
+                .prompting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = prompting.get_mut(&session) {
+                *n -= 1;
+                if *n == 0 {
+                    prompting.remove(&session);
+                }
+            }
+        }
+    }
+
+    /// True until [`Server::close`].
+    pub fn is_open(&self) -> bool {
+        self.incoming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// The directory of its record and log.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// Ends the server: the connection ends (the door stops its tasks), the sessions it created
+    /// end (their turns stopped, their agents' process groups killed), prompts it was running
+    /// on other sessions are cancelled, requests still waiting are answered as closed, and its
+    /// stream ends after what was logged.
+    pub async fn close(&self) {
+        let incoming = self
+            .incoming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(incoming);
+        let connection = self
+            .connection
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(connection) = connection {
+            // The connection ends once its input does; it is stopped if it does not.
+            let abort = connection.abort_handle();
+            if tokio::time::timeout(std::time::Duration::from_secs(5), connection)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        let created = self
+            .shared
+            .record
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sessions
+            .clone();
+        let prompting: Vec<String> = self
+            .shared
+            .prompting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for id in &created {
+            if let Err(error) = self.manager.terminate(id).await {
+                tracing::debug!(%error, session = %id, "ending a session of a closed ACP server");
+            }
+        }
+        for id in prompting.iter().filter(|id| !created.contains(id)) {
+            let _ = self.manager.cancel(id).await;
+        }
+        self.shared
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.log.close();
+    }
+}
+
+/// The writer thread: appends what the connection writes, then settles the answered requests
+/// and counts the lines written, until the connection drops its sink.
+fn write_envelopes(
+    rx: mpsc::Receiver<String>,
+    shared: &Shared,
+    log: &EnvelopeLog,
+    outbox: &Outbox,
+) {
+    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    let restore_key = id_key(&Value::from(RESTORE_ID));
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        while batch.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(line) => batch.push(line),
+                Err(_) => break,
+            }
+        }
+        let count = batch.len();
+        // Responses, by index in the batch, with their request's key.
+        let mut answers = Vec::new();
+        let mut keep = Vec::with_capacity(count);
+        for line in batch.drain(..) {
+            let key = match serde_json::from_str::<Head>(&line) {
+                Ok(Head {
+                    id: Some(id),
+                    method: None,
+                }) => Some(compact(id.get())),
+                _ => None,
+            };
+            match key {
+                Some(k) if k == restore_key => shared.settle(&k, &line),
+                Some(k) => {
+                    answers.push((keep.len(), k));
+                    keep.push(line);
+                }
+                None => keep.push(line),
+            }
+        }
+        if let Err(error) = log.append(&keep) {
+            tracing::error!(%error, "cannot append to an ACP server's envelope log");
+        }
+        for (i, key) in answers {
+            shared.settle(&key, &keep[i]);
+        }
+        outbox.written(count);
+    }
+}
+
+/// The compact form of the JSON text `raw` (ids as the connection wrote them).
+fn compact(raw: &str) -> String {
+    match serde_json::from_str::<Value>(raw) {
+        Ok(v) => v.to_string(),
+        Err(_) => raw.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_head_is_told_from_requests_and_notifications() {
+        let head = |s: &str| {
+            let h: Head = serde_json::from_str(s).unwrap();
+            (h.id.map(|i| compact(i.get())), h.method.map(str::to_owned))
+        };
+        assert_eq!(
+            head(r#"{"jsonrpc":"2.0","id":"a b","result":{"method":"x"}}"#),
+            (Some("\"a b\"".into()), None)
+        );
+        assert_eq!(
+            head(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#),
+            (None, Some("session/update".into()))
+        );
+        assert_eq!(
+            head(r#"{"jsonrpc":"2.0","id":3,"method":"session/request_permission"}"#),
+            (Some("3".into()), Some("session/request_permission".into()))
+        );
+        assert!(succeeded(r#"{"id":1,"result":{"error":1}}"#));
+        assert!(!succeeded(r#"{"id":1,"error":{"code":-1}}"#));
+        assert_eq!(
+            result_session_id(r#"{"id":1,"result":{"sessionId":"s"}}"#).as_deref(),
+            Some("s")
+        );
+    }
+}
