@@ -126,6 +126,10 @@ pub async fn post_envelope(
     }
     let envelope: Value = serde_json::from_slice(&body)
         .map_err(|e| Problem::invalid(format!("invalid JSON body: {e}")))?;
+    // Checked before a server is made for it (the peer makes the server first).
+    if !envelope.is_object() {
+        return Err(Problem::invalid(PostError::NotAnObject.to_string()));
+    }
     let agent = match q.agent.as_deref() {
         None => None,
         Some(a) => Some(AgentKind::parse(a).ok_or_else(|| {

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod acp_http;
 pub mod api;
 pub mod codebuff;
 pub mod daemon;
