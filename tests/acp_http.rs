@@ -449,3 +449,76 @@ fn prompt_in_background(
             .await;
     })
 }
+
+/// A prompt that runs 150 s (the peer answers 504 after 120 s while its agent runs on): the
+/// POST stays open, carrying a newline per keep-alive interval, and answers `end_turn`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_of_150_seconds_completes_on_its_open_post() {
+    let d = Daemon::start_with(DaemonOptions {
+        args: vec!["--sse-keep-alive".into(), "5".into()],
+        ..Default::default()
+    });
+    let work = TempDir::new("acp-http-long-work");
+    initialize(&d, "long", "mock").await;
+    let session = new_session(&d, "long", 1, work.path()).await;
+    let mut sse = open_stream(&d, "long", None).await;
+    // 150 deltas, one a second.
+    let a = post(
+        &d,
+        "long",
+        None,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "flood 150 1"}]}}),
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert!(
+        a.text.starts_with("\n\n"),
+        "newlines kept the POST alive: {:?}",
+        &a.text[..a.text.len().min(40)]
+    );
+    let v = a.json();
+    assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
+    let envelopes = sse.until_response(2).await;
+    let text = agent_text(&envelopes);
+    assert!(text.contains("149:"), "every delta came: {}", &text[text.len().saturating_sub(60)..]);
+    d.stop();
+}
+
+/// The real Codebuff adapter against the fake model backend, through `/v1/acp`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codebuff_session_answers_over_http_with_its_cost() {
+    use support::codebuff::{credits, start_daemon};
+    use support::fake_backend::FakeBackend;
+    let backend = FakeBackend::start("text");
+    let home = TempDir::new("acp-http-cb-home");
+    let work = TempDir::new("acp-http-cb-work");
+    let d = start_daemon(&backend, &home, &[]);
+    let init = initialize(&d, "cb", "codebuff").await;
+    assert_eq!(init["result"]["authMethods"][0]["id"], "codebuff-api-key", "{init}");
+    let mut sse = open_stream(&d, "cb", None).await;
+    let session = new_session(&d, "cb", 1, work.path()).await;
+    let answer = prompt(&d, "cb", 2, &session, "Say hello.").await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let envelopes = sse.until_response(2).await;
+    assert_eq!(agent_text(&envelopes), "Hello from the fake model.");
+    let usage = envelopes
+        .iter()
+        .map(|(_, e)| &e["params"]["update"])
+        .find(|u| u["sessionUpdate"] == "usage_update")
+        .expect("a usage_update at the turn's end");
+    assert_eq!(
+        usage["_meta"]["codebuff"]["credits"].as_f64(),
+        Some(credits(0.05)),
+        "{usage}"
+    );
+    // An ordinary codebuff session of the daemon, with its cost.
+    let info = d.info(&session).await;
+    assert_eq!(info["agent"], "codebuff");
+    assert_eq!(info["cost"]["credits"].as_f64(), Some(credits(0.05)));
+    let resp = d.http.delete(d.url("/v1/acp/cb")).send().await.unwrap();
+    assert_eq!(resp.status(), 204);
+    assert_eq!(d.wait_no_agents(Duration::from_secs(15)).await, Vec::<i32>::new());
+    assert_eq!(d.spares().await, Vec::<i32>::new());
+    d.stop();
+}
