@@ -481,7 +481,11 @@ async fn a_prompt_of_150_seconds_completes_on_its_open_post() {
     assert_eq!(v["result"]["stopReason"], "end_turn", "{v}");
     let envelopes = sse.until_response(2).await;
     let text = agent_text(&envelopes);
-    assert!(text.contains("149:"), "every delta came: {}", &text[text.len().saturating_sub(60)..]);
+    assert!(
+        text.contains("149:"),
+        "every delta came: {}",
+        &text[text.len().saturating_sub(60)..]
+    );
     d.stop();
 }
 
@@ -495,7 +499,10 @@ async fn a_codebuff_session_answers_over_http_with_its_cost() {
     let work = TempDir::new("acp-http-cb-work");
     let d = start_daemon(&backend, &home, &[]);
     let init = initialize(&d, "cb", "codebuff").await;
-    assert_eq!(init["result"]["authMethods"][0]["id"], "codebuff-api-key", "{init}");
+    assert_eq!(
+        init["result"]["authMethods"][0]["id"], "codebuff-api-key",
+        "{init}"
+    );
     let mut sse = open_stream(&d, "cb", None).await;
     let session = new_session(&d, "cb", 1, work.path()).await;
     let answer = prompt(&d, "cb", 2, &session, "Say hello.").await;
@@ -518,7 +525,10 @@ async fn a_codebuff_session_answers_over_http_with_its_cost() {
     assert_eq!(info["cost"]["credits"].as_f64(), Some(credits(0.05)));
     let resp = d.http.delete(d.url("/v1/acp/cb")).send().await.unwrap();
     assert_eq!(resp.status(), 204);
-    assert_eq!(d.wait_no_agents(Duration::from_secs(15)).await, Vec::<i32>::new());
+    assert_eq!(
+        d.wait_no_agents(Duration::from_secs(15)).await,
+        Vec::<i32>::new()
+    );
     assert_eq!(d.spares().await, Vec::<i32>::new());
     d.stop();
 }

@@ -75,6 +75,23 @@ pub struct AgentInfo {
     /// **(ours)** The warm process waiting for this agent's next turn, if one waits.
     #[schema(required = true)]
     pub warm_spare: Option<WarmSpare>,
+    /// While ACP servers (`/v1/acp`) of this agent are live: `running`, since the oldest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub server_status: Option<ServerStatus>,
+}
+
+/// The ACP servers of an agent, in the shape both sandbox-agent SDK generations read: 0.4's
+/// `{status, uptimeMs}` and 0.1's, which also requires `restartCount`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    /// `running` (listed only while a server is live).
+    pub status: &'static str,
+    /// Since the oldest live server was created.
+    pub uptime_ms: u64,
+    /// Always 0: a server is a connection in the daemon, not a process that restarts.
+    pub restart_count: u64,
 }
 
 /// A warm agent process: started, libraries loaded, waiting for its turn on stdin.
@@ -114,10 +131,24 @@ pub async fn list_agents(State(state): State<AppState>) -> Json<AgentList> {
                     pid,
                     rss_bytes: crate::agent::procfs::rss_bytes(pid),
                 }),
+                server_status: server_status(&state.acp_servers.of_agent(kind)),
             }
         })
         .collect();
     Json(AgentList { agents })
+}
+
+/// `running` since the oldest of `created` (Unix ms), when there is one.
+fn server_status(created: &[i64]) -> Option<ServerStatus> {
+    let oldest = created.iter().min()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Some(ServerStatus {
+        status: "running",
+        uptime_ms: u64::try_from(now.saturating_sub(*oldest)).unwrap_or(0),
+        restart_count: 0,
+    })
 }
 
 fn agent(id: &str) -> Result<AgentKind, Problem> {

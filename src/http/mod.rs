@@ -2,6 +2,7 @@
 //! (`docs/http-api.md`). The only layer that knows about HTTP.
 
 mod acp;
+mod acp_ws;
 mod agents;
 mod auth;
 mod events;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub token: Option<Arc<str>>,
     /// Idle time between SSE keep-alive comments.
     pub keep_alive: std::time::Duration,
+    /// The remote ACP servers (`/v1/acp`), for `GET /v1/agents`' `serverStatus`.
+    pub acp_servers: Arc<crate::acp::remote::Servers>,
 }
 
 /// HTTP-level settings.
@@ -106,19 +109,21 @@ async fn method_not_allowed() -> Problem {
 
 /// The whole API.
 pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
+    let data_dir = options.data_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("codebuffd-acp-{}", std::process::id()))
+    });
     let state = AppState {
+        acp_servers: crate::acp::remote::Servers::start(manager.clone(), &data_dir),
         manager,
         token: options.token.as_deref().map(Arc::from),
         keep_alive: options.sse_keep_alive,
     };
     let s = "/v1/sessions/{id}";
-    let data_dir = options.data_dir.clone().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("codebuffd-acp-{}", std::process::id()))
-    });
-    let acp = acp::routes(acp::AcpHttp {
-        servers: crate::acp::remote::Servers::start(state.manager.clone(), &data_dir),
+    let acp_state = acp::AcpHttp {
+        servers: state.acp_servers.clone(),
         keep_alive: options.sse_keep_alive,
-    });
+    };
+    let acp = acp::routes(acp_state.clone()).merge(acp_ws::route(acp_state));
     let api = Router::new()
         .route("/v1/health", get(health))
         .route("/v1/openapi.json", get(openapi::openapi_json))

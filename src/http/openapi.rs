@@ -14,7 +14,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::auth::OPEN_PATHS;
 use super::problem::Problem;
-use super::{agents, events, questions, sessions};
+use super::{acp, agents, events, questions, sessions};
 use crate::session::SessionInfo;
 use crate::universal::UniversalEvent;
 
@@ -31,11 +31,13 @@ use crate::universal::UniversalEvent;
         sessions::cancel,
         events::poll_events, events::sse_events, events::transcript,
         questions::reply, questions::reject, questions::permission_reply,
+        acp::list_servers, acp::post_envelope, acp::stream_envelopes, acp::delete_server,
         openapi_json,
     ),
     components(schemas(Problem, super::Health, UniversalEvent, SessionInfo, agents::AgentInfo)),
     modifiers(&Conventions),
-    tags((name = "agents"), (name = "sessions"), (name = "events"), (name = "questions"))
+    tags((name = "agents"), (name = "sessions"), (name = "events"), (name = "questions"),
+        (name = "acp"))
 )]
 pub struct ApiDoc;
 

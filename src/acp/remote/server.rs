@@ -313,6 +313,20 @@ impl Server {
         })
     }
 
+    /// Hands the connection a message as the client wrote it, without following it: for what is
+    /// not one JSON object (the connection answers the parse error or invalid request itself).
+    pub async fn post_raw(&self, line: String) -> Result<(), PostError> {
+        let sender = self
+            .incoming
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Some(mut tx) = sender else {
+            return Err(PostError::Closed);
+        };
+        tx.send(Ok(line)).await.map_err(|_| PostError::Closed)
+    }
+
     /// Drops the waiter of request `key` (it was never delivered).
     fn forget(&self, key: &str) {
         let waiter = self

@@ -1,0 +1,149 @@
+//! `GET /acp` with `Upgrade: websocket`: the WebSocket profile of the ACP remote transport
+//! draft (RFD "Streamable HTTP & WebSocket Transport", `docs/acp-http.md`). One text frame is
+//! one JSON-RPC message, each way; the `101` carries `Acp-Connection-Id`.
+//!
+//! The connection is a remote ACP server like those of `/v1/acp` (same door, same durable
+//! envelope log, listed by `GET /v1/acp` under the connection id): the reader posts each frame
+//! to it, the writer follows its log from the first envelope. When the socket closes, the
+//! server is deleted (its sessions end, their agents stop), as the draft asks.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{
+    rejection::WebSocketUpgradeRejection, Message, WebSocket, WebSocketUpgrade,
+};
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+
+use super::acp::{AcpHttp, AgentQuery};
+use super::extract::ApiQuery;
+use super::problem::Problem;
+use crate::acp::remote::{Server, Servers};
+use crate::agent::AgentKind;
+
+/// The subprotocol a client may offer (besides `bearer.<token>`); echoed when offered.
+pub const PROTOCOL: &str = "acp";
+/// Envelopes written per read of the log at most.
+const PAGE: usize = 256;
+
+/// The `/acp` route.
+pub fn route<S>(state: AcpHttp) -> Router<S> {
+    Router::new().route("/acp", get(upgrade)).with_state(state)
+}
+
+async fn upgrade(
+    State(s): State<AcpHttp>,
+    ApiQuery(q): ApiQuery<AgentQuery>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(_) => {
+            return Problem::invalid(
+                "/acp is the ACP WebSocket transport: send a WebSocket upgrade (the draft's \
+                 Streamable HTTP profile is not offered here; /v1/acp/{server_id} is ACP over HTTP)",
+            )
+            .into_response()
+        }
+    };
+    let agent = match q.agent.as_deref() {
+        None => AgentKind::Codebuff,
+        Some(a) => match AgentKind::parse(a) {
+            Some(kind) => kind,
+            None => {
+                return Problem::new(
+                    "unsupported_agent",
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown agent `{a}`: codebuff or mock"),
+                )
+                .into_response()
+            }
+        },
+    };
+    let id = uuid::Uuid::new_v4().to_string();
+    let server = match s.servers.get_or_create(&id, Some(agent)).await {
+        Ok(server) => server,
+        Err(e) => {
+            return Problem::new(
+                "stream_error",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                e.to_string(),
+            )
+            .into_response()
+        }
+    };
+    let servers = s.servers.clone();
+    let mut resp = ws
+        .protocols([PROTOCOL])
+        .on_failed_upgrade({
+            let (servers, id) = (servers.clone(), id.clone());
+            move |error| {
+                tracing::debug!(%error, "an ACP WebSocket upgrade failed");
+                tokio::spawn(async move { servers.delete(&id).await });
+            }
+        })
+        .on_upgrade(move |socket| serve(socket, servers, server));
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("acp-connection-id", value);
+    }
+    resp
+}
+
+/// Runs one connection until the client closes it, then deletes its server.
+async fn serve(socket: WebSocket, servers: Arc<Servers>, server: Arc<Server>) {
+    let (mut tx, mut rx) = socket.split();
+    let log = server.log.clone();
+    let writer = tokio::spawn(async move {
+        let mut after = 0;
+        let mut written = log.subscribe();
+        let mut closed = log.subscribe_closed();
+        loop {
+            let Ok(page) = log.read_after_async(after, PAGE).await else {
+                break;
+            };
+            if !page.is_empty() {
+                for (n, envelope) in page {
+                    if tx
+                        .send(Message::Text(envelope.to_string().into()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    after = n;
+                }
+                continue;
+            }
+            if log.is_closed() {
+                break;
+            }
+            tokio::select! {
+                more = written.wait_for(|n| *n > after) => if more.is_err() { break },
+                _ = closed.wait_for(|c| *c) => {}
+            }
+        }
+        let _ = tx.send(Message::Close(None)).await;
+    });
+    while let Some(Ok(message)) = rx.next().await {
+        let text = match message {
+            Message::Text(text) => text.to_string(),
+            Message::Close(_) => break,
+            // Binary frames are ignored (the draft); pings are answered by axum.
+            _ => continue,
+        };
+        let posted = match serde_json::from_str::<Value>(&text) {
+            Ok(v) if v.is_object() => server.post(v).await.map(|_| ()),
+            _ => server.post_raw(text).await,
+        };
+        if posted.is_err() {
+            break;
+        }
+    }
+    servers.delete(&server.id).await;
+    writer.abort();
+}
