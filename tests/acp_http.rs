@@ -403,7 +403,7 @@ async fn delete_shutdown_and_a_crash_leave_no_agent_process() {
     // A crash while a turn hangs, then a restart: the restarted daemon kills what was left.
     let d = Daemon::start_in(data.path(), &[]);
     let before = d.events(&session).await.len() as u64;
-    let _ = prompt_in_background(&d, "p2", 3, &session, "hang");
+    let _hanging = prompt_in_background(&d, "p2", 3, &session, "hang");
     d.wait_for(&session, Duration::from_secs(30), |e| {
         e["type"] == "turn.started" && e["sequence"].as_u64() > Some(before)
     })

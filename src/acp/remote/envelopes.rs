@@ -99,7 +99,7 @@ impl EnvelopeLog {
         let mut offset = st.len;
         for line in lines {
             let n = st.last + 1;
-            if (n - 1) % INDEX_EVERY == 0 {
+            if (n - 1).is_multiple_of(INDEX_EVERY) {
                 st.index.push(offset);
             }
             offset += line.len() as u64 + 1;
@@ -216,7 +216,7 @@ fn scan(file: &mut File) -> std::io::Result<(u64, u64, Vec<u64>)> {
         if n == 0 || buf.last() != Some(&b'\n') {
             break;
         }
-        if last % INDEX_EVERY == 0 {
+        if last.is_multiple_of(INDEX_EVERY) {
             index.push(len);
         }
         last += 1;

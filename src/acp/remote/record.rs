@@ -83,7 +83,7 @@ mod tests {
         };
         record.save(&dir).unwrap();
         assert_eq!(ServerRecord::load(&dir).unwrap(), record);
-        assert_eq!(server_dirs(dir.parent().unwrap()).contains(&dir), true);
+        assert!(server_dirs(dir.parent().unwrap()).contains(&dir));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
