@@ -136,11 +136,86 @@ async fn an_acp_session_runs_over_the_websocket_and_ends_with_it() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(d.info(&session).await["ended"], true);
+    // Its session ends as the server goes (it is unlisted first).
+    while d.info(&session).await["ended"] != true {
+        assert!(tokio::time::Instant::now() < deadline, "the session ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(
         d.wait_no_agents(Duration::from_secs(10)).await,
         Vec::<i32>::new()
     );
     assert_eq!(d.spares().await, Vec::<i32>::new());
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_the_socket_with_1001_and_a_restart_forgets_it() {
+    let data = TempDir::new("acp-ws-restart");
+    let work = TempDir::new("acp-ws-restart-work");
+    let d = Daemon::start_in(data.path(), &[]);
+    let (mut ws, _) = connect(&d, "?agent=mock", None).await.unwrap();
+    send(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+    )
+    .await;
+    until_response(&mut ws, 1).await;
+    let closing = tokio::spawn(async move {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(frame))) => return frame.map(|f| u16::from(f.code)),
+                Some(Ok(_)) => continue,
+                _ => return None,
+            }
+        }
+    });
+    d.stop();
+    assert_eq!(closing.await.unwrap(), Some(1001));
+
+    // A crash with a session open on a socket: the next start ends it and forgets the server.
+    let d = Daemon::start_in(data.path(), &[]);
+    assert_eq!(
+        d.get("/v1/acp").await.json::<Value>().await.unwrap()["servers"],
+        json!([])
+    );
+    let (mut ws, _) = connect(&d, "?agent=mock", None).await.unwrap();
+    send(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+    )
+    .await;
+    until_response(&mut ws, 1).await;
+    send(
+        &mut ws,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+        "params": {"cwd": work.path().display().to_string(), "mcpServers": []}}),
+    )
+    .await;
+    let got = until_response(&mut ws, 2).await;
+    let session = got.last().unwrap()["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pid = d.kill9();
+    assert_eq!(
+        support::daemon::wait_session_empty(pid, Duration::from_secs(10)),
+        Vec::<i32>::new()
+    );
+    let d = Daemon::start_in(data.path(), &[]);
+    assert_eq!(
+        d.get("/v1/acp").await.json::<Value>().await.unwrap()["servers"],
+        json!([])
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while d.info(&session).await["ended"] != true {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the socket's session is ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     d.stop();
 }

@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use axum::extract::ws::{
-    rejection::WebSocketUpgradeRejection, Message, WebSocket, WebSocketUpgrade,
+    rejection::WebSocketUpgradeRejection, CloseFrame, Message, WebSocket, WebSocketUpgrade,
 };
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -25,9 +25,12 @@ use super::extract::ApiQuery;
 use super::problem::Problem;
 use crate::acp::remote::{Server, Servers};
 use crate::agent::AgentKind;
+use crate::scope::ConnectionScope;
 
 /// The subprotocol a client may offer (besides `bearer.<token>`); echoed when offered.
 pub const PROTOCOL: &str = "acp";
+/// The close code when the daemon shuts down (RFC 6455 "going away").
+const CLOSE_GOING_AWAY: u16 = 1001;
 /// Envelopes written per read of the log at most.
 const PAGE: usize = 256;
 
@@ -39,8 +42,10 @@ pub fn route<S>(state: AcpHttp) -> Router<S> {
 async fn upgrade(
     State(s): State<AcpHttp>,
     ApiQuery(q): ApiQuery<AgentQuery>,
+    scope: Option<Extension<ConnectionScope>>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    let scope = scope.map(|Extension(s)| s);
     let ws = match ws {
         Ok(ws) => ws,
         Err(_) => {
@@ -66,7 +71,7 @@ async fn upgrade(
         },
     };
     let id = uuid::Uuid::new_v4().to_string();
-    let server = match s.servers.get_or_create(&id, Some(agent)).await {
+    let server = match s.servers.create_for_websocket(&id, agent).await {
         Ok(server) => server,
         Err(e) => {
             return Problem::new(
@@ -87,18 +92,27 @@ async fn upgrade(
                 tokio::spawn(async move { servers.delete(&id).await });
             }
         })
-        .on_upgrade(move |socket| serve(socket, servers, server));
+        .on_upgrade(move |socket| serve(socket, servers, server, scope));
     if let Ok(value) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("acp-connection-id", value);
     }
     resp
 }
 
-/// Runs one connection until the client closes it, then deletes its server.
-async fn serve(socket: WebSocket, servers: Arc<Servers>, server: Arc<Server>) {
-    let (mut tx, mut rx) = socket.split();
+/// Runs one connection until the client closes it or the daemon stops (a close frame, 1001),
+/// holding the listener's slot (`scope`), then deletes its server.
+async fn serve(
+    socket: WebSocket,
+    servers: Arc<Servers>,
+    server: Arc<Server>,
+    scope: Option<ConnectionScope>,
+) {
+    let (tx, mut rx) = socket.split();
+    let tx = Arc::new(tokio::sync::Mutex::new(tx));
     let log = server.log.clone();
+    let sink = tx.clone();
     let writer = tokio::spawn(async move {
+        let tx = sink;
         let mut after = 0;
         let mut written = log.subscribe();
         let mut closed = log.subscribe_closed();
@@ -107,6 +121,7 @@ async fn serve(socket: WebSocket, servers: Arc<Servers>, server: Arc<Server>) {
                 break;
             };
             if !page.is_empty() {
+                let mut tx = tx.lock().await;
                 for (n, envelope) in page {
                     if tx
                         .send(Message::Text(envelope.to_string().into()))
@@ -127,9 +142,25 @@ async fn serve(socket: WebSocket, servers: Arc<Servers>, server: Arc<Server>) {
                 _ = closed.wait_for(|c| *c) => {}
             }
         }
-        let _ = tx.send(Message::Close(None)).await;
+        let _ = tx.lock().await.send(Message::Close(None)).await;
     });
-    while let Some(Ok(message)) = rx.next().await {
+    let mut scope = scope;
+    loop {
+        let next = tokio::select! {
+            next = rx.next() => next,
+            () = async {
+                match scope.as_mut() {
+                    Some(scope) => scope.closing().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                writer.abort();
+                let close = CloseFrame { code: CLOSE_GOING_AWAY, reason: "the daemon is shutting down".into() };
+                let _ = tx.lock().await.send(Message::Close(Some(close))).await;
+                break;
+            }
+        };
+        let Some(Ok(message)) = next else { break };
         let text = match message {
             Message::Text(text) => text.to_string(),
             Message::Close(_) => break,

@@ -31,6 +31,10 @@ pub struct ServerRecord {
     /// The sessions it created (`session/new`): deleting the server ends them.
     #[serde(default)]
     pub sessions: Vec<String>,
+    /// A WebSocket connection's server: it ends with its socket, so a daemon that starts again
+    /// ends its sessions and forgets it instead of serving it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub websocket: bool,
 }
 
 impl ServerRecord {
@@ -80,6 +84,7 @@ mod tests {
             created_at_ms: 1,
             initialize: Some(serde_json::json!({"protocolVersion": 1})),
             sessions: vec!["a".into()],
+            websocket: false,
         };
         record.save(&dir).unwrap();
         assert_eq!(ServerRecord::load(&dir).unwrap(), record);

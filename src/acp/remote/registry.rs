@@ -56,6 +56,12 @@ impl Servers {
         let root = data_dir.join(SERVERS_DIR);
         let mut servers = HashMap::new();
         for dir in server_dirs(&root) {
+            if let Ok(record) = ServerRecord::load(&dir).map_err(|e| e.to_string()) {
+                if record.websocket {
+                    forget_websocket(&manager, &dir, record);
+                    continue;
+                }
+            }
             let restored = ServerRecord::load(&dir)
                 .and_then(|record| Server::start(manager.clone(), data_dir, dir.clone(), record));
             match restored {
@@ -94,6 +100,24 @@ impl Servers {
         id: &str,
         agent: Option<AgentKind>,
     ) -> Result<Arc<Server>, RegistryError> {
+        self.get_or_create_as(id, agent, false).await
+    }
+
+    /// A new server for a WebSocket connection (see [`ServerRecord::websocket`]).
+    pub async fn create_for_websocket(
+        &self,
+        id: &str,
+        agent: AgentKind,
+    ) -> Result<Arc<Server>, RegistryError> {
+        self.get_or_create_as(id, Some(agent), true).await
+    }
+
+    async fn get_or_create_as(
+        &self,
+        id: &str,
+        agent: Option<AgentKind>,
+        websocket: bool,
+    ) -> Result<Arc<Server>, RegistryError> {
         let check = |server: Arc<Server>| match agent {
             Some(a) if a != server.agent => Err(RegistryError::Conflict {
                 id: id.to_owned(),
@@ -118,6 +142,7 @@ impl Servers {
             created_at_ms: now_ms(),
             initialize: None,
             sessions: Vec::new(),
+            websocket,
         };
         record.save(&dir)?;
         let server = Server::start(self.manager.clone(), &self.data_dir, dir, record)?;
@@ -175,6 +200,20 @@ impl Servers {
             .map(|s| s.created_at_ms)
             .collect()
     }
+}
+
+/// A WebSocket connection's server left by a daemon that stopped: its socket is gone, so its
+/// sessions are ended (in the background, once the engine runs) and its record removed.
+fn forget_websocket(manager: &Arc<SessionManager>, dir: &Path, record: ServerRecord) {
+    if let Err(error) = std::fs::remove_dir_all(dir) {
+        tracing::warn!(%error, dir = %dir.display(), "cannot remove a WebSocket server's log");
+    }
+    let manager = manager.clone();
+    tokio::spawn(async move {
+        for id in &record.sessions {
+            let _ = manager.terminate(id).await;
+        }
+    });
 }
 
 fn now_ms() -> i64 {

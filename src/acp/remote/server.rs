@@ -5,8 +5,9 @@
 //! * [`Server::post`] hands one envelope to the connection. A request's answer is awaited (the
 //!   caller gets a receiver); notifications and the client's responses (to permission requests,
 //!   questions) are only delivered.
-//! * The writer thread takes what the connection writes, appends it to the log with one write
-//!   per batch, and only then hands an answer to the request waiting for it — so the log holds
+//! * The writer thread takes what the connection writes, records what an answer changes (a
+//!   created session, the `initialize`), appends it to the log with one write per batch, and
+//!   only then hands an answer to the request waiting for it — so the log holds
 //!   every envelope, answers included, in the order the connection wrote them. It also counts
 //!   them written for the door's [`Outbox`]: readers never hold the door up (the log keeps
 //!   everything for them).
@@ -83,14 +84,15 @@ impl Shared {
         }
     }
 
-    /// A response was written: settle its request.
-    fn settle(&self, key: &str, line: &str) {
+    /// A response is about to be written: settles its request's bookkeeping (recorded before the
+    /// client can see the answer, so a crash right after cannot lose it) and returns who waits.
+    fn settle(&self, key: &str, line: &str) -> Option<oneshot::Sender<Arc<str>>> {
         let waiter = self
             .waiting
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(key);
-        let Some(waiter) = waiter else { return };
+        let waiter = waiter?;
         let ok = succeeded(line);
         match waiter.method.as_str() {
             "session/new" if ok => {
@@ -116,9 +118,7 @@ impl Shared {
                 }
             }
         }
-        if let Some(tx) = waiter.tx {
-            let _ = tx.send(Arc::from(line));
-        }
+        waiter.tx
     }
 }
 
@@ -452,9 +452,11 @@ fn write_envelopes(
                 _ => None,
             };
             match key {
-                Some(k) if k == restore_key => shared.settle(&k, &line),
+                Some(k) if k == restore_key => {
+                    shared.settle(&k, &line);
+                }
                 Some(k) => {
-                    answers.push((keep.len(), k));
+                    answers.push((keep.len(), shared.settle(&k, &line)));
                     keep.push(line);
                 }
                 None => keep.push(line),
@@ -463,8 +465,10 @@ fn write_envelopes(
         if let Err(error) = log.append(&keep) {
             tracing::error!(%error, "cannot append to an ACP server's envelope log");
         }
-        for (i, key) in answers {
-            shared.settle(&key, &keep[i]);
+        for (i, tx) in answers {
+            if let Some(tx) = tx {
+                let _ = tx.send(Arc::from(keep[i].as_str()));
+            }
         }
         outbox.written(count);
     }
