@@ -532,3 +532,60 @@ async fn a_codebuff_session_answers_over_http_with_its_cost() {
     assert_eq!(d.spares().await, Vec::<i32>::new());
     d.stop();
 }
+
+/// The agent's question reaches the client as a request on the stream; the client's answer
+/// (a response envelope) is a POST answered 202, and reaches the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_asked_on_the_stream_and_answered_by_a_post() {
+    let d = Daemon::start();
+    let work = TempDir::new("acp-http-ask-work");
+    initialize(&d, "ask", "mock").await;
+    let session = new_session(&d, "ask", 1, work.path()).await;
+    let mut sse = open_stream(&d, "ask", None).await;
+    let asking = {
+        let envelope = json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+            "params": {"sessionId": session, "prompt": [{"type": "text", "text": "ask"}]}});
+        let http = d.http.clone();
+        let url = d.url("/v1/acp/ask");
+        tokio::spawn(async move {
+            let resp = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(envelope.to_string())
+                .send()
+                .await
+                .unwrap();
+            resp.json::<Value>().await.unwrap()
+        })
+    };
+    // Without `elicitation.form`, the door asks the first question as a permission request.
+    let got = sse
+        .until(|e| e["method"] == "session/request_permission")
+        .await;
+    let request = &got.last().unwrap().1;
+    let options: Vec<&str> = request["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(options[..2], ["vitest", "jest"], "{request}");
+    let a = post(
+        &d,
+        "ask",
+        None,
+        &json!({"jsonrpc": "2.0", "id": request["id"].clone(),
+            "result": {"outcome": {"outcome": "selected", "optionId": "option-1"}}}),
+    )
+    .await;
+    assert_eq!(a.status, 202, "{}", a.text);
+    let answer = asking.await.unwrap();
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let events = d.wait_turns_ended(&session, 1).await;
+    let resolved = events
+        .iter()
+        .find(|e| e["type"] == "question.resolved")
+        .expect("the question was resolved");
+    assert!(resolved.to_string().contains("jest"), "{resolved}");
+    d.stop();
+}
