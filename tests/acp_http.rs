@@ -188,6 +188,11 @@ async fn statuses_and_problems_match_the_peer() {
     // A JSON-RPC error is a 200 with the error envelope.
     let v = request(&d, "srv-s", None, 5, "no/such_method", json!({})).await;
     assert_eq!(v["error"]["code"], -32601, "{v}");
+    // 413 (a problem document) past --max-body-bytes (1 MiB by default).
+    let big = json!({"jsonrpc": "2.0", "method": "x", "params": {"pad": "x".repeat(2 << 20)}});
+    let a = post(&d, "srv-s", None, &big).await;
+    assert_eq!(a.status, 413);
+    problem(&a.json(), 413, "payload_too_large");
     // 406 for a stream the client does not accept; 400 for a bad Last-Event-ID.
     let resp = d
         .http

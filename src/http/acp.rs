@@ -108,8 +108,17 @@ pub async fn post_envelope(
     ApiPath(server_id): ApiPath<String>,
     ApiQuery(q): ApiQuery<AgentQuery>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, Problem> {
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        let kind = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "payload_too_large"
+        } else {
+            "invalid_request"
+        };
+        Problem::new(kind, status, rejection.body_text())
+    })?;
     if !content_type_is(&headers, "application/json") {
         return Err(Problem::new(
             "unsupported_media_type",

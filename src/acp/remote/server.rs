@@ -207,12 +207,21 @@ impl Server {
         let connection = {
             let manager = manager.clone();
             let server_id = server_id.clone();
+            let (shared, log) = (shared.clone(), log.clone());
             tokio::spawn(async move {
                 if let Err(error) =
                     acp::serve(manager, options, outbox, Lines::new(sink, in_rx)).await
                 {
                     tracing::warn!(%error, server = %server_id, "an ACP server's connection failed");
                 }
+                // Over (closed, or failed by itself): nothing waiting will be answered, and
+                // its streams end after what was logged.
+                shared
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clear();
+                log.close();
             })
         };
         if let Some(params) = initialize {
