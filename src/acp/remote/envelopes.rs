@@ -162,12 +162,27 @@ impl EnvelopeLog {
         Ok(out)
     }
 
-    /// [`EnvelopeLog::read_after`] on the blocking pool.
+    /// Up to `max` envelopes after `after` when they are all in memory (or there are none).
+    fn read_recent(&self, after: u64, max: usize) -> Option<Vec<Envelope>> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if after >= st.last {
+            return Some(Vec::new());
+        }
+        let first = st.tail.front()?.0;
+        let skip = usize::try_from((after + 1).checked_sub(first)?).ok()?;
+        Some(st.tail.iter().skip(skip).take(max).cloned().collect())
+    }
+
+    /// [`EnvelopeLog::read_after`], on the blocking pool when the file must be read (a live
+    /// reader is served from memory on its own task).
     pub async fn read_after_async(
         self: &Arc<Self>,
         after: u64,
         max: usize,
     ) -> std::io::Result<Vec<Envelope>> {
+        if let Some(recent) = self.read_recent(after, max) {
+            return Ok(recent);
+        }
         let log = self.clone();
         match tokio::task::spawn_blocking(move || log.read_after(after, max)).await {
             Ok(result) => result,
@@ -267,6 +282,11 @@ mod tests {
             }
         }
         assert!(log.read_after(5000, 10).unwrap().is_empty());
+        assert_eq!(log.read_recent(4990, 5).unwrap()[0].0, 4991);
+        assert!(
+            log.read_recent(0, 5).is_none(),
+            "old ones are not in memory"
+        );
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
