@@ -259,7 +259,10 @@ pub async fn delete_server(
     State(s): State<AcpHttp>,
     ApiPath(server_id): ApiPath<String>,
 ) -> StatusCode {
-    s.servers.delete(&server_id).await;
+    // On its own task: a client that gives up waiting (the SDK's DELETE times out after 2 s)
+    // must not cut the deletion short.
+    let servers = s.servers.clone();
+    let _ = tokio::spawn(async move { servers.delete(&server_id).await }).await;
     StatusCode::NO_CONTENT
 }
 
