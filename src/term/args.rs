@@ -11,23 +11,23 @@ use clap::{Args, Subcommand};
 pub struct ClientArgs {
     /// Use the daemon at this URL (`http://127.0.0.1:2468`) instead of running the engine
     /// in-process [env CODEBUFFD_URL].
-    #[arg(long, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL")]
     pub url: Option<String>,
     /// The daemon's token, with `--url` [env CODEBUFFD_TOKEN; prefer the variable: flags show
     /// in `ps`].
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, global = true, value_name = "TOKEN")]
     pub token: Option<String>,
     /// The data directory of the in-process engine [default: as `codebuffd server`; env
     /// CODEBUFFD_DATA_DIR].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// A TOML file with settings (the flags' names with `_`), read before the user's
     /// `$XDG_CONFIG_HOME/codebuffd/config.toml` [env CODEBUFFD_CONFIG].
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Colour on stderr: `auto` (a terminal, and `NO_COLOR` unset), `always` or `never`
     /// [env CODEBUFFD_COLOR].
-    #[arg(long, value_name = "WHEN")]
+    #[arg(long, global = true, value_name = "WHEN")]
     pub color: Option<String>,
 }
 

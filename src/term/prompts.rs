@@ -112,7 +112,7 @@ fn reply_word(text: &str) -> Option<&'static str> {
 }
 
 /// The questions of a `question.requested` (older events carry only `prompt` and `options`).
-fn specs_of(q: &QuestionData) -> Vec<QuestionSpec> {
+pub fn specs_of(q: &QuestionData) -> Vec<QuestionSpec> {
     if !q.questions.is_empty() {
         return q.questions.clone();
     }

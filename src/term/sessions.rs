@@ -15,7 +15,7 @@ use super::render::{cost_text, Piece, Renderer};
 use super::settings::Settings;
 use super::transport::{SessionRow, Transport};
 use super::view::View;
-use crate::universal::EventData;
+use crate::universal::{EventData, QuestionData};
 
 /// `codebuffd sessions …`.
 pub fn run(args: SessionsArgs) -> u8 {
@@ -123,54 +123,58 @@ async fn command(t: &Transport, cmd: SessionsCommand, paint: Paint) -> Result<u8
 }
 
 /// `answer ID [QID] ANSWER…`: without a question id, the session's open question (the last
-/// `question.requested` without its `question.resolved`).
+/// `question.requested` without its `question.resolved`). Each answer is typed as at the
+/// terminal: option numbers (`1,3` for several) or free text.
 async fn answer_args(
     t: &Transport,
     id: &str,
     args: Vec<String>,
 ) -> Result<(String, Vec<Vec<String>>), ClientError> {
-    let open = open_question(t, id).await?;
-    let (qid, rest) = match args.split_first() {
-        Some((first, rest)) if first.starts_with("q") && Some(first) == open.as_ref() => {
-            (first.clone(), rest.to_vec())
-        }
-        Some((first, rest)) if open.is_none() => (first.clone(), rest.to_vec()),
-        _ => match open {
-            Some(qid) => (qid, args),
-            None => return Err(ClientError::usage("the session has no open question")),
-        },
+    let open = open_questions(t, id).await?;
+    let (question, rest) = match args.split_first() {
+        Some((first, rest)) if open.iter().any(|q| q.question_id == *first) => (
+            open.iter().find(|q| q.question_id == *first).cloned(),
+            rest.to_vec(),
+        ),
+        _ => (open.last().cloned(), args),
     };
-    if rest.is_empty() {
-        return Err(ClientError::usage("give one answer per question"));
+    let Some(question) = question else {
+        return Err(ClientError::usage("the session has no open question"));
+    };
+    let specs = super::prompts::specs_of(&question);
+    if rest.len() != specs.len() {
+        return Err(ClientError::usage(format!(
+            "give one answer per question ({} here)",
+            specs.len()
+        )));
     }
-    let answers = rest
+    let answers = specs
         .iter()
-        .map(|a| {
-            a.split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect()
-        })
+        .zip(&rest)
+        .map(|(spec, typed)| super::prompts::parse_choice(spec, typed))
         .collect();
-    Ok((qid, answers))
+    Ok((question.question_id, answers))
 }
 
-/// The id of the session's open question, if any.
-async fn open_question(t: &Transport, id: &str) -> Result<Option<String>, ClientError> {
+/// The session's open questions, oldest first.
+async fn open_questions(t: &Transport, id: &str) -> Result<Vec<QuestionData>, ClientError> {
     let last = t.info(id).await?.event_count;
+    let mut open: Vec<QuestionData> = Vec::new();
+    if last == 0 {
+        return Ok(open);
+    }
     let mut events = t.events(id, 0).await?;
-    let mut open: Vec<String> = Vec::new();
     while let Some(event) = events.next().await? {
         match &event.data {
-            EventData::QuestionRequested(q) => open.push(q.question_id.clone()),
-            EventData::QuestionResolved(q) => open.retain(|o| *o != q.question_id),
+            EventData::QuestionRequested(q) => open.push(q.clone()),
+            EventData::QuestionResolved(q) => open.retain(|o| o.question_id != q.question_id),
             _ => {}
         }
         if event.sequence >= last {
             break;
         }
     }
-    Ok(open.pop())
+    Ok(open)
 }
 
 /// `sessions events`: the log from `after`, shown or as JSON lines; with `follow`, until
