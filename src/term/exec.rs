@@ -223,7 +223,9 @@ async fn one_turn(
             return Ok(exit::CANCELLED);
         }
     };
-    if let Some(answer) = result.answer.as_deref().filter(|_| !output.json) {
+    // Both on one terminal, the answer has just streamed there: not twice.
+    let shown = tty && !output.quiet && std::io::stdout().is_terminal();
+    if let Some(answer) = result.answer.as_deref().filter(|_| !output.json && !shown) {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{answer}").and_then(|()| out.flush());
     }

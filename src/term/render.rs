@@ -140,7 +140,16 @@ impl Renderer {
                 out.push(Piece::Break);
                 match (q.status, &q.answers) {
                     (QuestionStatus::Answered, Some(answers)) => {
-                        let text: Vec<String> = answers.iter().map(|a| a.join(", ")).collect();
+                        let text: Vec<String> = answers
+                            .iter()
+                            .map(|a| {
+                                if a.is_empty() {
+                                    "-".to_owned()
+                                } else {
+                                    a.join(", ")
+                                }
+                            })
+                            .collect();
                         out.push(Piece::Line(
                             Style::Dim,
                             format!("  ⎿ answered: {}", text.join(" · ")),
