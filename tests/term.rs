@@ -201,6 +201,11 @@ fn exit_statuses_say_how_the_turn_ended() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("✗ budget exhausted"), "{}", stderr(&o));
 
+    // No Codebuff credential (the user's home has none, the environment neither).
+    let o = u.run(&["exec", "hello"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no Codebuff credential"), "{}", stderr(&o));
+
     // Usage: no prompt, an unknown agent, a directory that does not exist.
     let o = u.run_with(&["exec", "--agent", "mock"], "  \n");
     assert_eq!(o.status.code(), Some(2));
