@@ -204,7 +204,11 @@ fn exit_statuses_say_how_the_turn_ended() {
     // No Codebuff credential (the user's home has none, the environment neither).
     let o = u.run(&["exec", "hello"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(stderr(&o).contains("no Codebuff credential"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no Codebuff credential"),
+        "{}",
+        stderr(&o)
+    );
 
     // Usage: no prompt, an unknown agent, a directory that does not exist.
     let o = u.run_with(&["exec", "--agent", "mock"], "  \n");
@@ -575,4 +579,44 @@ fn config_show_says_where_each_setting_came_from() {
     // The same file still starts the engine: its client keys are known to the server too.
     let o = u.run(&["exec", "echo from the file's agent"]);
     assert_eq!(stdout(&o), "from the file's agent\n", "{}", stderr(&o));
+}
+
+#[test]
+fn a_second_in_process_engine_on_a_busy_data_directory_is_refused() {
+    let u = User::new("term-busy");
+    let mut first = u
+        .command(&["exec", "--agent", "mock", "--json", "hang"])
+        .spawn()
+        .unwrap();
+    let pid = first.id() as i32;
+    drop(first.stdin.take());
+    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains("codebuff.start") {
+            break;
+        }
+    }
+    // The first engine's live turn is left alone: the second run stops before starting one.
+    let o = u.run(&["exec", "--agent", "mock", "echo hi"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("is in use by codebuffd exec (pid {pid})")),
+        "{err}"
+    );
+    assert!(err.contains("pass --url"), "{err}");
+    let o = u.run(&["sessions", "list"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(first.wait().unwrap().code(), Some(130));
+    assert!(rest.last().unwrap().contains("\"cancelled\""), "{rest:?}");
+    assert!(wait_session_empty(pid, Duration::from_secs(10)).is_empty());
+    // Once it is gone, the directory is free again.
+    let o = u.run(&["exec", "--agent", "mock", "echo free again"]);
+    assert_eq!(stdout(&o), "free again\n", "{}", stderr(&o));
 }
