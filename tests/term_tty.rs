@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use support::daemon::{binary, cmdline, session_members, TempDir};
 
 /// How long the screen may take to show something (the machine is shared and loaded).
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_secs(30);
 
 fn have_tmux() -> bool {
     let found = Command::new("tmux")
@@ -34,6 +34,11 @@ impl Pane {
     /// Runs `args` of codebuffd in a 120×40 pane, from a working directory of its own, then
     /// prints `EXIT=<status>` and waits.
     fn start(args: &[&str]) -> Pane {
+        Pane::start_with_env(args, &[])
+    }
+
+    /// [`Pane::start`] with more environment variables.
+    fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Pane {
         let home = TempDir::new("tty");
         let work = home.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
@@ -43,7 +48,12 @@ impl Pane {
         let script = format!(
             "cd {work} && env -i PATH=\"$PATH\" TERM=xterm-256color HOME={h} \
              XDG_CONFIG_HOME={h}/config XDG_STATE_HOME={h}/state CODEBUFFD_DATA_DIR={h}/data \
-             {bin} {args}; echo EXIT=$?; sleep 600",
+             {env} {bin} {args}; echo EXIT=$?; sleep 600",
+            env = env
+                .iter()
+                .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+                .collect::<Vec<_>>()
+                .join(" "),
             work = shell_quote(&work.display().to_string()),
             bin = shell_quote(&binary().display().to_string()),
             args = quoted.join(" "),
@@ -247,7 +257,8 @@ fn the_repl_runs_turns_and_commands_on_one_session() {
     if !have_tmux() {
         return;
     }
-    let pane = Pane::start(&["chat", "--agent", "mock"]);
+    // `codebuffd` alone on a terminal is the REPL; the agent from the environment.
+    let pane = Pane::start_with_env(&[], &[("CODEBUFFD_AGENT", "mock")]);
     pane.wait_for("/help for commands");
     pane.type_line("echo hello from the repl");
     pane.wait_for("✓ completed in ");
@@ -262,11 +273,20 @@ fn the_repl_runs_turns_and_commands_on_one_session() {
     pane.wait_for_n("✓ completed in ", 2);
     pane.type_line("/sessions");
     pane.wait_for("2 turns");
+    // Ctrl-C during a turn cancels it; the REPL goes on.
+    pane.type_line("hang");
+    pane.wait_for("thinking");
+    std::thread::sleep(Duration::from_millis(300));
+    pane.keys("C-c");
+    pane.wait_for("⊘ cancelled in ");
+    pane.type_line("echo still here");
+    pane.wait_for_n("✓ completed in ", 3);
     pane.type_line("/exit");
     let screen = pane.wait_for("EXIT=");
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(screen.contains("hello from the repl"), "{screen}");
-    assert!(screen.contains("answered: vitest"), "{screen}");
+    assert!(screen.contains("answered: vitest · -"), "{screen}");
+    assert!(screen.contains("still here"), "{screen}");
     assert!(
         screen.contains("resume with: codebuffd resume "),
         "{screen}"

@@ -21,6 +21,9 @@ use super::transport::Transport;
 use super::turn::{self, Followed, Interrupts, TurnIo};
 use super::view::View;
 
+/// Lines of history kept.
+const HISTORY: usize = 1000;
+
 const HELP: &str = "\
 /help              this help
 /new               start a new session (the next line is its first turn)
@@ -48,19 +51,34 @@ enum Read {
     Eof,
 }
 
-/// Reads a line on a blocking thread (the editor goes there and comes back).
-async fn read(editor: DefaultEditor, prompt: String) -> Result<(DefaultEditor, Read), ClientError> {
+/// Reads a line on a blocking thread, with an editor made for it and dropped after: an editor
+/// holds the terminal's SIGINT handler while it lives, and a turn needs Ctrl-C to reach the
+/// client (and the question prompts make editors of their own).
+async fn read(history: Vec<String>, prompt: String) -> Result<(Vec<String>, Read), ClientError> {
     tokio::task::spawn_blocking(move || {
-        let mut editor = editor;
+        let config = rustyline::Config::builder()
+            .behavior(rustyline::config::Behavior::PreferTerm)
+            .auto_add_history(true)
+            .max_history_size(HISTORY)
+            .map_err(|e| ClientError::failed(e.to_string()))?
+            .build();
+        let mut editor =
+            DefaultEditor::with_config(config).map_err(|e| ClientError::failed(e.to_string()))?;
+        for line in &history {
+            let _ = editor.add_history_entry(line.as_str());
+        }
         let read = match editor.readline(&prompt) {
-            Ok(line) => Ok(Read::Line(line)),
-            Err(ReadlineError::Interrupted) => Ok(Read::Interrupted),
-            Err(ReadlineError::Eof) => Ok(Read::Eof),
-            Err(e) => Err(ClientError::failed(format!(
-                "cannot read the terminal: {e}"
-            ))),
+            Ok(line) => Read::Line(line),
+            Err(ReadlineError::Interrupted) => Read::Interrupted,
+            Err(ReadlineError::Eof) => Read::Eof,
+            Err(e) => {
+                return Err(ClientError::failed(format!(
+                    "cannot read the terminal: {e}"
+                )))
+            }
         };
-        read.map(|r| (editor, r))
+        let history = editor.history().iter().cloned().collect();
+        Ok((history, read))
     })
     .await
     .map_err(|e| ClientError::failed(e.to_string()))?
@@ -74,18 +92,12 @@ pub async fn run(
     output: &OutputArgs,
     paint: Paint,
 ) -> Result<u8, ClientError> {
-    let config = rustyline::Config::builder()
-        .behavior(rustyline::config::Behavior::PreferTerm)
-        .auto_add_history(true)
-        .max_history_size(1000)
-        .map_err(|e| ClientError::failed(e.to_string()))?
-        .build();
-    let mut editor =
-        DefaultEditor::with_config(config).map_err(|e| ClientError::failed(e.to_string()))?;
-    let history = history_file();
-    if let Some(path) = &history {
-        let _ = editor.load_history(path);
-    }
+    let history_path = history_file();
+    let mut history: Vec<String> = history_path
+        .as_ref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default();
     let mut settings = settings.clone();
     let mut session = session;
     let mut view = View::new(paint, true, output.quiet);
@@ -103,8 +115,9 @@ pub async fn run(
         view.notice(Style::Dim, &format!("session {id}"));
     }
     loop {
-        let (back, read) = read(editor, paint.paint(Style::Bold, "› ")).await?;
-        editor = back;
+        let (lines, read) =
+            read(std::mem::take(&mut history), paint.paint(Style::Bold, "› ")).await?;
+        history = lines;
         let line = match read {
             Read::Line(line) => line,
             Read::Interrupted => continue,
@@ -218,11 +231,14 @@ pub async fn run(
             Err(e) => view.notice(Style::Error, &format!("codebuffd: {e}")),
         }
     }
-    if let Some(path) = &history {
+    if let Some(path) = &history_path {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let _ = editor.save_history(path);
+        let keep = history.len().saturating_sub(HISTORY);
+        let mut text = history[keep..].join("\n");
+        text.push('\n');
+        let _ = std::fs::write(path, text);
     }
     if let Some(id) = &session {
         view.notice(Style::Dim, &format!("resume with: codebuffd resume {id}"));
