@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use support::daemon::{binary, cmdline, session_members, TempDir};
 
 /// How long the screen may take to show something (the machine is shared and loaded).
-const WAIT: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(60);
 
 fn have_tmux() -> bool {
     let found = Command::new("tmux")
