@@ -67,9 +67,15 @@ impl Settings {
         let mut l = Layers::new(client.config.as_deref(), env, &known, DEPRECATED_KEYS)?;
         let url = l.value::<String>("url", client.url.clone())?;
         if let Some(url) = &url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
+            if url.starts_with("https://") {
                 return Err(ConfigError(format!(
-                    "the URL `{url}` must start with http:// or https://"
+                    "the URL `{url}`: this build speaks plain http:// only (the daemon serves \
+                     loopback; reach a remote one through an SSH tunnel or a local TLS proxy)"
+                )));
+            }
+            if !url.starts_with("http://") {
+                return Err(ConfigError(format!(
+                    "the URL `{url}` must start with http://"
                 )));
             }
         }
