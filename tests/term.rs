@@ -620,3 +620,50 @@ fn a_second_in_process_engine_on_a_busy_data_directory_is_refused() {
     let o = u.run(&["exec", "--agent", "mock", "echo free again"]);
     assert_eq!(stdout(&o), "free again\n", "{}", stderr(&o));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_approve_and_reject_answer_permission_requests() {
+    let d = Daemon::start();
+    let u = User::new("term-approve");
+    d.create(
+        "gate",
+        serde_json::json!({"agent": "mock", "permissionMode": "default"}),
+    )
+    .await;
+    let o = u.run(&["sessions", "send", "gate", "gated", "--url", &d.base]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let wait = Duration::from_secs(60);
+    let requested = |n: usize| {
+        move |events: &[Value]| {
+            events
+                .iter()
+                .filter(|e| e["type"] == "permission.requested")
+                .nth(n)
+                .map(|e| e["data"]["permission_id"].as_str().unwrap().to_owned())
+        }
+    };
+    let events = d
+        .wait_for("gate", wait, |e| e["type"] == "permission.requested")
+        .await;
+    let first = requested(0)(&events).unwrap();
+    let o = u.run(&["sessions", "approve", "gate", &first, "--url", &d.base]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("approved (once)"));
+    let events = d
+        .wait_for("gate", wait, |e| {
+            e["type"] == "permission.requested" && e["data"]["action"] == "run_terminal_command"
+        })
+        .await;
+    let second = requested(1)(&events).unwrap();
+    let o = u.run(&["sessions", "reject", "gate", &second, "--url", &d.base]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    d.wait_turns_ended("gate", 1).await;
+    let work = support::daemon::work_dir(&d.data_dir);
+    assert!(work.join("gated.txt").exists());
+    assert!(!work.join("gated-cmd.txt").exists());
+    // An id already answered is refused, with the daemon's reason.
+    let o = u.run(&["sessions", "approve", "gate", &first, "--url", &d.base]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).starts_with("codebuffd: "), "{}", stderr(&o));
+    d.stop();
+}
