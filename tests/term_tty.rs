@@ -39,24 +39,45 @@ impl Pane {
 
     /// [`Pane::start`] with more environment variables.
     fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Pane {
+        Pane::start_after(&[], args, env)
+    }
+
+    /// Runs codebuffd with `first` (quietly, when given), then with `args` in the pane.
+    fn start_after(first: &[&str], args: &[&str], env: &[(&str, &str)]) -> Pane {
         let home = TempDir::new("tty");
         let work = home.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
         let socket = format!("codebuffd-test-{}", uuid::Uuid::new_v4().simple());
         let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+        let first: Vec<String> = first.iter().map(|a| shell_quote(a)).collect();
         let h = home.path().display().to_string();
+        // A script of its own: every command of it sees only this environment. bash, not
+        // dash: it outlives a Ctrl-C its foreground command handled, and prints EXIT.
+        let bin = shell_quote(&binary().display().to_string());
+        let mut script = format!(
+            "export TERM=xterm-256color HOME={h} XDG_CONFIG_HOME={h}/config \
+             XDG_STATE_HOME={h}/state CODEBUFFD_DATA_DIR={h}/data\n",
+            h = shell_quote(&h)
+        );
+        for (k, v) in env {
+            script.push_str(&format!("export {k}={}\n", shell_quote(v)));
+        }
+        script.push_str(&format!(
+            "cd {}\n",
+            shell_quote(&work.display().to_string())
+        ));
+        if !first.is_empty() {
+            script.push_str(&format!("{bin} {} >/dev/null 2>&1\n", first.join(" ")));
+        }
+        script.push_str(&format!(
+            "{bin} {}\necho EXIT=$?\nsleep 600\n",
+            quoted.join(" ")
+        ));
+        let file = home.path().join("run.sh");
+        std::fs::write(&file, script).unwrap();
         let script = format!(
-            "cd {work} && env -i PATH=\"$PATH\" TERM=xterm-256color HOME={h} \
-             XDG_CONFIG_HOME={h}/config XDG_STATE_HOME={h}/state CODEBUFFD_DATA_DIR={h}/data \
-             {env} {bin} {args}; echo EXIT=$?; sleep 600",
-            env = env
-                .iter()
-                .map(|(k, v)| format!("{k}={}", shell_quote(v)))
-                .collect::<Vec<_>>()
-                .join(" "),
-            work = shell_quote(&work.display().to_string()),
-            bin = shell_quote(&binary().display().to_string()),
-            args = quoted.join(" "),
+            "env -i PATH=\"$PATH\" bash {}",
+            shell_quote(&file.display().to_string())
         );
         let status = Command::new("tmux")
             .args([
@@ -293,4 +314,28 @@ fn the_repl_runs_turns_and_commands_on_one_session() {
     );
     assert_eq!(pane.leftovers(), Vec::<String>::new());
     println!("captured screen of a REPL run:\n{screen}");
+}
+
+#[test]
+fn resume_without_a_prompt_opens_the_repl_on_the_session() {
+    if !have_tmux() {
+        return;
+    }
+    let pane = Pane::start_after(
+        &["exec", "--agent", "mock", "echo first"],
+        &["resume", "--last"],
+        &[],
+    );
+    let screen = pane.wait_for("/help for commands");
+    assert!(screen.contains("session "), "{screen}");
+    pane.type_line("/cost");
+    pane.wait_for("1.25 credits ($0.01) over 1 turns");
+    pane.type_line("echo second");
+    pane.wait_for("✓ completed in ");
+    pane.type_line("/cost");
+    pane.wait_for("2.50 credits ($0.03) over 2 turns");
+    pane.keys("C-d");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert_eq!(pane.leftovers(), Vec::<String>::new());
 }
