@@ -10,8 +10,9 @@ use crate::agent::AgentCommandArgs;
 #[derive(Debug, Parser)]
 #[command(name = "codebuffd", version, about)]
 pub struct Cli {
+    /// None: the REPL on a terminal (as `chat`).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// The subcommands.
@@ -38,6 +39,20 @@ pub enum Command {
     InstallAdapter(InstallAdapterArgs),
     /// Print the OpenAPI 3.1 document of the `/v1` API (as `GET /v1/openapi.json` serves it).
     Openapi,
+    /// Run one turn in a new session and exit: the answer on stdout (every event as JSON lines
+    /// with `--json`), the progress on stderr. In-process on the daemon's data directory
+    /// unless `--url` names a running daemon.
+    #[command(alias = "run")]
+    Exec(crate::term::ExecArgs),
+    /// Continue a session: one more turn, or the REPL on it when no prompt is given on a
+    /// terminal.
+    Resume(crate::term::ResumeArgs),
+    /// The REPL on a new session (also `codebuffd` alone on a terminal).
+    Chat(crate::term::ChatArgs),
+    /// List, show, follow and steer sessions.
+    Sessions(crate::term::SessionsArgs),
+    /// `config show`: the terminal client's effective settings and where each came from.
+    Config(crate::term::ConfigArgs),
 }
 
 /// Arguments of `codebuffd convert`.

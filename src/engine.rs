@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::agent::{AdapterSource, Launcher};
+use crate::data_lock::DataDirLock;
 use crate::session::{Limits, SessionContext, SessionManager};
 use crate::store::{open_store_with, redact_spec, StoreOptions};
 
@@ -45,6 +46,8 @@ pub struct Engine {
     pub open_files: u64,
     /// The retention sweep, when `--retention-days` is set.
     retention: Option<tokio::task::JoinHandle<()>>,
+    /// This process's hold on the data directory (`data_lock.rs`): one engine per directory.
+    lock: std::sync::Mutex<DataDirLock>,
 }
 
 impl Engine {
@@ -62,6 +65,12 @@ impl Engine {
                 config.data_dir.display()
             )
         })?;
+        // Before restoring anything: another engine on this directory would have the same
+        // instance id and recover its live turns as interrupted.
+        let command = std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "engine".to_owned());
+        let lock = DataDirLock::acquire(&config.data_dir, &command)?;
         // Before the store: a daemon must know which of the stored sessions are its own.
         let instance_id = crate::instance::load_or_create(&config.data_dir)?;
         // Readers see an event only once it is committed: what a client saw survives a crash,
@@ -123,7 +132,17 @@ impl Engine {
             manager,
             open_files,
             retention,
+            lock: std::sync::Mutex::new(lock),
         })
+    }
+
+    /// Records the URL this engine is served at in the data directory's lock file, so that a
+    /// terminal client that finds the directory busy can use it.
+    pub fn announce_url(&self, url: &str) {
+        let mut lock = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(error) = lock.announce_url(url) {
+            tracing::warn!(%error, "cannot record the URL in the data directory's lock file");
+        }
     }
 
     /// Ends every running turn (recording its ending, killing its agent) and makes the store

@@ -9,7 +9,7 @@
 //!   mock agent. [`store`]: the event log (memory, SQLite, Postgres).
 //! * [`session`]: sessions, turns, questions, the lifecycle rules; [`engine`] starts it all.
 //! * Front doors: [`http`] (the `/v1` API), [`ws`] (the Codebuff WebSocket protocol at
-//!   `/v1/ws`, mounted by `http`). They translate; they never own turns, processes
+//!   `/v1/ws`, mounted by `http`), [`term`] (the terminal client: in-process or over `/v1`). They translate; they never own turns, processes
 //!   or storage.
 //! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches.
 
@@ -21,11 +21,13 @@ pub mod cli;
 pub mod codebuff;
 pub mod commands;
 pub mod config;
+pub mod data_lock;
 pub mod engine;
 pub mod http;
 pub mod instance;
 pub mod scope;
 pub mod session;
 pub mod store;
+pub mod term;
 pub mod universal;
 pub mod ws;

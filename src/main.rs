@@ -13,7 +13,16 @@ use codebuffd::config::DaemonConfig;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let Some(command) = cli.command else {
+        return match std::io::IsTerminal::is_terminal(&io::stdin()) {
+            true => ExitCode::from(codebuffd::term::chat(Default::default())),
+            false => {
+                let _ = <Cli as clap::CommandFactory>::command().print_help();
+                ExitCode::from(2)
+            }
+        };
+    };
+    let result = match command {
         Command::Convert(args) => run_convert(args),
         Command::Server(args) => run_server(args),
         Command::MockAgent(args) => {
@@ -22,6 +31,11 @@ fn main() -> ExitCode {
         Command::Openapi => codebuffd::commands::openapi::run(&mut io::stdout().lock()),
         Command::Doctor(args) => return run_doctor(&args),
         Command::InstallAdapter(args) => run_install_adapter(&args),
+        Command::Exec(args) => return client(|| codebuffd::term::exec::exec(args)),
+        Command::Resume(args) => return client(|| codebuffd::term::exec::resume(args)),
+        Command::Chat(args) => return client(|| codebuffd::term::chat(args)),
+        Command::Sessions(args) => return client(|| codebuffd::term::sessions::run(args)),
+        Command::Config(args) => return ExitCode::from(codebuffd::term::config(args)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -30,6 +44,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A terminal client command: the engine's log only for warnings and errors (`RUST_LOG`
+/// overrides), so the human view on stderr stays readable.
+fn client(run: impl FnOnce() -> u8) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+        .init();
+    ExitCode::from(run())
 }
 
 /// The daemon's log: stderr, `RUST_LOG` filters it (info by default).

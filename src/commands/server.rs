@@ -52,6 +52,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         max_connections,
         "codebuffd listening"
     );
+    engine.announce_url(&local_url(address));
     announce_ready(address);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -93,6 +94,19 @@ fn announce_ready(address: SocketAddr) {
     let mut stdout = std::io::stdout().lock();
     // Nobody reading stdout is not an error.
     let _ = writeln!(stdout, "{line}").and_then(|()| stdout.flush());
+}
+
+/// The URL a client on this machine reaches the daemon at (loopback for a wildcard address).
+fn local_url(address: SocketAddr) -> String {
+    let mut address = address;
+    if address.ip().is_unspecified() {
+        let loopback: std::net::IpAddr = match address {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        };
+        address.set_ip(loopback);
+    }
+    format!("http://{address}")
 }
 
 async fn shutdown_signal() {

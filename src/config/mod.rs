@@ -115,6 +115,15 @@ pub const SERVER_KEYS: &[&str] = &[
     "ws_default_agent",
 ];
 
+/// The terminal client's own settings (`term/settings.rs`), also accepted in the files the
+/// server reads: one user config file serves both.
+pub const CLIENT_KEYS: &[&str] = &["url", "agent", "mode", "model", "color", "timeout"];
+
+/// Every key a config file may hold: the server's and the terminal client's.
+pub fn known_keys() -> Vec<&'static str> {
+    SERVER_KEYS.iter().chain(CLIENT_KEYS).copied().collect()
+}
+
 /// File keys renamed to their flag's name (read with a warning).
 pub const DEPRECATED_KEYS: &[Deprecated] = &[
     Deprecated {
@@ -145,7 +154,8 @@ impl DaemonConfig {
         args: &ServerArgs,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<DaemonConfig, ConfigError> {
-        let mut l = Layers::new(args.config.as_deref(), env, SERVER_KEYS, DEPRECATED_KEYS)?;
+        let known = known_keys();
+        let mut l = Layers::new(args.config.as_deref(), env, &known, DEPRECATED_KEYS)?;
         let host = match l.value::<String>("host", args.host.clone())? {
             Some(h) => parse_host(&h)?,
             None => IpAddr::from([127, 0, 0, 1]),

@@ -1,0 +1,201 @@
+//! The engine in this process: `Engine::start` with `codebuffd server`'s own settings, on the
+//! same data directory and store, so what a turn records here is the daemon's (resumable from
+//! it and from `codebuffd resume`). Only one engine may run on a data directory
+//! (`data_lock.rs`): when a daemon holds it, [`Local::start`] says so, with the daemon's URL.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::error::ClientError;
+use super::transport::{NewSession, SessionRow};
+use crate::codebuff::PermissionReply;
+use crate::config::DaemonConfig;
+use crate::data_lock::{Holder, LockError};
+use crate::engine::Engine;
+use crate::session::{CreateRequest, SessionInfo, SessionManager};
+use crate::store::{wait_after, EventStore, StoredEvent};
+use crate::universal::UniversalEvent;
+
+/// Events read from the log at once.
+const PAGE: usize = 256;
+
+/// Why the in-process engine did not start.
+pub enum StartError {
+    /// Another process runs an engine on the data directory.
+    Busy {
+        message: String,
+        holder: Option<Holder>,
+    },
+    Other(ClientError),
+}
+
+/// The running in-process engine.
+pub struct Local {
+    engine: Engine,
+    data_dir: PathBuf,
+}
+
+impl Local {
+    /// Starts the engine (must be called within a tokio runtime). No warm agent processes: a
+    /// one-shot command starts its turn right after creating its session.
+    pub fn start(config: &DaemonConfig) -> Result<Local, StartError> {
+        let mut engine_config = config.engine();
+        engine_config.warm_start = false;
+        match Engine::start(&engine_config) {
+            Ok(engine) => Ok(Local {
+                engine,
+                data_dir: config.data_dir.clone(),
+            }),
+            Err(error) => match error.downcast_ref::<LockError>() {
+                Some(busy @ LockError::Busy { holder, .. }) => Err(StartError::Busy {
+                    message: busy.to_string(),
+                    holder: holder.clone(),
+                }),
+                _ => Err(StartError::Other(ClientError::failed(format!("{error:#}")))),
+            },
+        }
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    fn manager(&self) -> &Arc<SessionManager> {
+        &self.engine.manager
+    }
+
+    pub async fn create(&self, id: &str, new: &NewSession) -> Result<(), ClientError> {
+        let req = CreateRequest {
+            agent: new.agent.clone(),
+            agent_mode: new.agent_mode.clone(),
+            permission_mode: new.permission_mode.clone(),
+            model: new.model.clone(),
+            directory: new.directory.clone(),
+            timeout_seconds: new.timeout_seconds,
+            ..CreateRequest::default()
+        };
+        self.manager().create(id, req).await?;
+        Ok(())
+    }
+
+    pub fn info(&self, id: &str) -> Result<SessionRow, ClientError> {
+        row(&self.manager().info(id)?)
+    }
+
+    pub fn list(&self) -> Result<Vec<SessionRow>, ClientError> {
+        self.manager().list().iter().map(row).collect()
+    }
+
+    pub async fn send(&self, id: &str, text: &str) -> Result<u64, ClientError> {
+        let started = self.manager().send_message_and_wait(id, text).await?;
+        Ok(started.saturating_sub(1))
+    }
+
+    pub fn queue(&self, id: &str, text: &str) -> Result<(), ClientError> {
+        Ok(self.manager().send_message(id, text)?)
+    }
+
+    pub fn events(&self, id: &str, after: u64) -> Result<LocalEvents, ClientError> {
+        self.manager().info(id)?;
+        let store = self.manager().store().clone();
+        let rx = store
+            .subscribe(id)
+            .map_err(|e| ClientError::failed(e.to_string()))?;
+        Ok(LocalEvents {
+            store,
+            session_id: id.to_owned(),
+            after,
+            rx,
+            page: std::collections::VecDeque::new(),
+        })
+    }
+
+    pub async fn answer(
+        &self,
+        id: &str,
+        question_id: &str,
+        answers: Vec<Vec<String>>,
+    ) -> Result<(), ClientError> {
+        Ok(self.manager().answer(id, question_id, answers).await?)
+    }
+
+    pub async fn reject_question(&self, id: &str, question_id: &str) -> Result<(), ClientError> {
+        Ok(self.manager().reject(id, question_id).await?)
+    }
+
+    pub async fn permission(
+        &self,
+        id: &str,
+        permission_id: &str,
+        reply: &str,
+    ) -> Result<(), ClientError> {
+        let reply = PermissionReply::parse(reply).ok_or_else(|| {
+            ClientError::usage(format!("`{reply}` is not `once`, `always` or `reject`"))
+        })?;
+        Ok(self
+            .manager()
+            .reply_permission(id, permission_id, reply)
+            .await?)
+    }
+
+    pub async fn cancel(&self, id: &str) -> Result<(), ClientError> {
+        Ok(self.manager().cancel(id).await?)
+    }
+
+    pub async fn terminate(&self, id: &str) -> Result<(), ClientError> {
+        Ok(self.manager().terminate(id).await?)
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<(), ClientError> {
+        Ok(self.manager().delete(id).await?)
+    }
+
+    pub fn set_mode(&self, id: &str, mode: &str) -> Result<(), ClientError> {
+        Ok(self.manager().set_agent_mode(id, mode)?)
+    }
+
+    /// Ends running turns (their agents killed, their endings recorded) and makes the store
+    /// durable, as `codebuffd server` does at SIGTERM.
+    pub async fn shutdown(&self) {
+        self.engine.shutdown().await;
+    }
+}
+
+fn row(info: &SessionInfo) -> Result<SessionRow, ClientError> {
+    let json = serde_json::to_value(info).map_err(|e| ClientError::failed(e.to_string()))?;
+    SessionRow::from_json(json)
+}
+
+/// A cursor on a session's log in this process's store, as the HTTP door's readers are.
+pub struct LocalEvents {
+    store: Arc<dyn EventStore>,
+    session_id: String,
+    after: u64,
+    rx: tokio::sync::watch::Receiver<u64>,
+    page: std::collections::VecDeque<Arc<StoredEvent>>,
+}
+
+impl LocalEvents {
+    pub async fn next(&mut self) -> Result<Option<UniversalEvent>, ClientError> {
+        loop {
+            if let Some(stored) = self.page.pop_front() {
+                return stored
+                    .decode()
+                    .map(Some)
+                    .map_err(|e| ClientError::failed(e.to_string()));
+            }
+            let page = self
+                .store
+                .read(&self.session_id, self.after, PAGE)
+                .map_err(|e| ClientError::failed(e.to_string()))?;
+            if let Some(last) = page.last() {
+                self.after = last.sequence;
+                self.page.extend(page);
+                continue;
+            }
+            if !wait_after(&mut self.rx, self.after).await {
+                return Ok(None);
+            }
+        }
+    }
+}

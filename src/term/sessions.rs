@@ -1,0 +1,281 @@
+//! `codebuffd sessions …`: list, show, events (`--follow`), send, answer, approve/reject,
+//! cancel, terminate, delete — against a running daemon or the local data directory (the
+//! same transports as `exec`). Data goes to stdout (tables, JSON), messages to stderr.
+
+use std::io::{IsTerminal, Write};
+
+use time::OffsetDateTime;
+
+use super::args::{SessionsArgs, SessionsCommand};
+use super::connect::connect;
+use super::error::{exit, ClientError};
+use super::exec::{env, fail, runtime};
+use super::paint::Paint;
+use super::render::{cost_text, Piece, Renderer};
+use super::settings::Settings;
+use super::transport::{SessionRow, Transport};
+use super::view::View;
+use crate::universal::{EventData, QuestionData};
+
+/// `codebuffd sessions …`.
+pub fn run(args: SessionsArgs) -> u8 {
+    let tty = std::io::stderr().is_terminal();
+    let settings = match Settings::resolve(&args.client, &Default::default(), &env) {
+        Ok(s) => s,
+        Err(e) => return fail(Paint::plain(), &e.into()),
+    };
+    let paint = Paint::new(settings.color, tty, &env);
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(e) => return fail(paint, &e),
+    };
+    let code = runtime.block_on(async {
+        let transport = connect(&settings, &env, paint)?;
+        let result = command(&transport, args.command, paint).await;
+        transport.close().await;
+        result
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    match code {
+        Ok(code) => code,
+        Err(e) => fail(paint, &e),
+    }
+}
+
+fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
+}
+
+fn done(what: &str) {
+    eprintln!("{what}");
+}
+
+async fn command(t: &Transport, cmd: SessionsCommand, paint: Paint) -> Result<u8, ClientError> {
+    match cmd {
+        SessionsCommand::List { json } => {
+            let sessions = t.list().await?;
+            if json {
+                for s in &sessions {
+                    out(&s.json.to_string());
+                }
+            } else {
+                for line in table(&sessions) {
+                    out(&line);
+                }
+            }
+        }
+        SessionsCommand::Show { id, json } => {
+            let s = t.info(&id).await?;
+            if json {
+                out(&serde_json::to_string_pretty(&s.json).unwrap_or_default());
+            } else {
+                for (key, value) in details(&s) {
+                    out(&format!("{key:<16} {value}"));
+                }
+            }
+        }
+        SessionsCommand::Events {
+            id,
+            follow,
+            json,
+            after,
+        } => return events(t, &id, follow, json, after, paint).await,
+        SessionsCommand::Send { id, prompt } => {
+            let prompt = super::exec::prompt_of(&prompt)?;
+            t.queue(&id, &prompt).await?;
+            done(&format!(
+                "queued; follow it with: codebuffd sessions events {id} --follow"
+            ));
+        }
+        SessionsCommand::Answer { id, args } => {
+            let (qid, answers) = answer_args(t, &id, args).await?;
+            t.answer(&id, &qid, answers).await?;
+            done("answered");
+        }
+        SessionsCommand::Approve {
+            id,
+            permission_id,
+            always,
+        } => {
+            let reply = if always { "always" } else { "once" };
+            t.permission(&id, &permission_id, reply).await?;
+            done(&format!("approved ({reply})"));
+        }
+        SessionsCommand::Reject { id, permission_id } => {
+            t.permission(&id, &permission_id, "reject").await?;
+            done("rejected");
+        }
+        SessionsCommand::Cancel { id } => {
+            t.cancel(&id).await?;
+            done("cancelled");
+        }
+        SessionsCommand::Terminate { id } => {
+            t.terminate(&id).await?;
+            done("terminated");
+        }
+        SessionsCommand::Delete { id } => {
+            t.delete(&id).await?;
+            done("deleted");
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// `answer ID [QID] ANSWER…`: without a question id, the session's open question (the last
+/// `question.requested` without its `question.resolved`). Each answer is typed as at the
+/// terminal: option numbers (`1,3` for several) or free text.
+async fn answer_args(
+    t: &Transport,
+    id: &str,
+    args: Vec<String>,
+) -> Result<(String, Vec<Vec<String>>), ClientError> {
+    let open = open_questions(t, id).await?;
+    let (question, rest) = match args.split_first() {
+        Some((first, rest)) if open.iter().any(|q| q.question_id == *first) => (
+            open.iter().find(|q| q.question_id == *first).cloned(),
+            rest.to_vec(),
+        ),
+        _ => (open.last().cloned(), args),
+    };
+    let Some(question) = question else {
+        return Err(ClientError::usage("the session has no open question"));
+    };
+    let specs = super::prompts::specs_of(&question);
+    if rest.len() != specs.len() {
+        return Err(ClientError::usage(format!(
+            "give one answer per question ({} here)",
+            specs.len()
+        )));
+    }
+    let answers = specs
+        .iter()
+        .zip(&rest)
+        .map(|(spec, typed)| super::prompts::parse_choice(spec, typed))
+        .collect();
+    Ok((question.question_id, answers))
+}
+
+/// The session's open questions, oldest first.
+async fn open_questions(t: &Transport, id: &str) -> Result<Vec<QuestionData>, ClientError> {
+    let last = t.info(id).await?.event_count;
+    let mut open: Vec<QuestionData> = Vec::new();
+    if last == 0 {
+        return Ok(open);
+    }
+    let mut events = t.events(id, 0).await?;
+    while let Some(event) = events.next().await? {
+        match &event.data {
+            EventData::QuestionRequested(q) => open.push(q.clone()),
+            EventData::QuestionResolved(q) => open.retain(|o| o.question_id != q.question_id),
+            _ => {}
+        }
+        if event.sequence >= last {
+            break;
+        }
+    }
+    Ok(open)
+}
+
+/// `sessions events`: the log from `after`, shown or as JSON lines; with `follow`, until
+/// Ctrl-C (the remote stream reconnects after the last event it saw).
+async fn events(
+    t: &Transport,
+    id: &str,
+    follow: bool,
+    json: bool,
+    after: u64,
+    paint: Paint,
+) -> Result<u8, ClientError> {
+    let last = t.info(id).await?.event_count;
+    if !follow && last <= after {
+        return Ok(exit::OK);
+    }
+    let mut events = t.events(id, after).await?;
+    // The events are the data here: their human view goes to stdout.
+    let paint = if std::io::stdout().is_terminal() {
+        paint
+    } else {
+        Paint::plain()
+    };
+    let mut view = View::new(paint, false, false).to_stdout();
+    let mut renderer = Renderer::new(true, true);
+    let mut pieces = Vec::new();
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let event = tokio::select! {
+            e = events.next() => e?,
+            _ = &mut interrupted => break,
+        };
+        let Some(event) = event else { break };
+        if json {
+            out(&event.to_json(false));
+        } else {
+            pieces.clear();
+            renderer.apply(&event, &mut pieces);
+            pieces.retain(|p| !matches!(p, Piece::Activity(_)));
+            view.show(&pieces);
+        }
+        if !follow && event.sequence >= last {
+            break;
+        }
+    }
+    view.finish();
+    Ok(exit::OK)
+}
+
+/// `updatedAt` (epoch ms) as UTC time.
+fn when(ms: u64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| {
+            t.format(time::macros::format_description!(
+                "[year]-[month]-[day] [hour]:[minute]:[second]"
+            ))
+            .ok()
+        })
+        .unwrap_or_else(|| ms.to_string())
+}
+
+/// The `list` table.
+pub fn table(sessions: &[SessionRow]) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{:<36}  {:<8}  {:<14}  {:>5}  {:>22}  {}",
+        "ID", "AGENT", "STATUS", "TURNS", "COST", "UPDATED (UTC)"
+    )];
+    for s in sessions {
+        lines.push(format!(
+            "{:<36}  {:<8}  {:<14}  {:>5}  {:>22}  {}",
+            s.session_id,
+            s.agent,
+            s.status,
+            s.turns,
+            cost_text(s.cost),
+            when(s.updated_at)
+        ));
+    }
+    lines
+}
+
+fn details(s: &SessionRow) -> Vec<(&'static str, String)> {
+    let mut rows = vec![
+        ("id", s.session_id.clone()),
+        ("agent", s.agent.clone()),
+        ("status", s.status.clone()),
+        ("mode", s.agent_mode.clone()),
+        ("permission mode", s.permission_mode.clone()),
+        ("model", s.model.clone().unwrap_or_else(|| "-".into())),
+        ("directory", s.directory.clone()),
+        ("turns", s.turns.to_string()),
+        ("cost", cost_text(s.cost)),
+        ("events", s.event_count.to_string()),
+        ("created (UTC)", when(s.created_at)),
+        ("updated (UTC)", when(s.updated_at)),
+    ];
+    if let (Some(budget), Some(remaining)) = (s.budget, s.remaining) {
+        rows.push(("budget", format!("{budget} credits, {remaining} left")));
+    }
+    rows
+}

@@ -1,0 +1,341 @@
+//! The terminal client in a real terminal: `tmux` runs it in a pane, the test types keys and
+//! reads the screen. Questions asked inline, approvals, the spinner, Ctrl-C during a turn and
+//! the REPL. Skipped, with a notice, where tmux is not installed (`.ci/run` installs it).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::daemon::{binary, cmdline, session_members, TempDir};
+
+/// How long the screen may take to show something (the machine is shared and loaded).
+const WAIT: Duration = Duration::from_secs(60);
+
+fn have_tmux() -> bool {
+    let found = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("NOTICE: tmux is not installed: the terminal tests are skipped");
+    }
+    found
+}
+
+/// One tmux server (its own socket) with one pane running a command.
+struct Pane {
+    socket: String,
+    home: TempDir,
+}
+
+impl Pane {
+    /// Runs `args` of codebuffd in a 120×40 pane, from a working directory of its own, then
+    /// prints `EXIT=<status>` and waits.
+    fn start(args: &[&str]) -> Pane {
+        Pane::start_with_env(args, &[])
+    }
+
+    /// [`Pane::start`] with more environment variables.
+    fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Pane {
+        Pane::start_after(&[], args, env)
+    }
+
+    /// Runs codebuffd with `first` (quietly, when given), then with `args` in the pane.
+    fn start_after(first: &[&str], args: &[&str], env: &[(&str, &str)]) -> Pane {
+        let home = TempDir::new("tty");
+        let work = home.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let socket = format!("codebuffd-test-{}", uuid::Uuid::new_v4().simple());
+        let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+        let first: Vec<String> = first.iter().map(|a| shell_quote(a)).collect();
+        let h = home.path().display().to_string();
+        // A script of its own: every command of it sees only this environment. bash, not
+        // dash: it outlives a Ctrl-C its foreground command handled, and prints EXIT.
+        let bin = shell_quote(&binary().display().to_string());
+        let mut script = format!(
+            "export TERM=xterm-256color HOME={h} XDG_CONFIG_HOME={h}/config \
+             XDG_STATE_HOME={h}/state CODEBUFFD_DATA_DIR={h}/data\n",
+            h = shell_quote(&h)
+        );
+        for (k, v) in env {
+            script.push_str(&format!("export {k}={}\n", shell_quote(v)));
+        }
+        script.push_str(&format!(
+            "cd {}\n",
+            shell_quote(&work.display().to_string())
+        ));
+        if !first.is_empty() {
+            script.push_str(&format!("{bin} {} >/dev/null 2>&1\n", first.join(" ")));
+        }
+        script.push_str(&format!(
+            "{bin} {}\necho EXIT=$?\nsleep 600\n",
+            quoted.join(" ")
+        ));
+        let file = home.path().join("run.sh");
+        std::fs::write(&file, script).unwrap();
+        let script = format!(
+            "env -i PATH=\"$PATH\" bash {}",
+            shell_quote(&file.display().to_string())
+        );
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-x",
+                "120",
+                "-y",
+                "40",
+            ])
+            .arg(script)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        Pane { socket, home }
+    }
+
+    fn work(&self) -> PathBuf {
+        self.home.path().join("work")
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The visible screen and its history.
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-J", "-S", "-200", "-t", "t"])
+    }
+
+    /// Waits until the screen contains `text` `times` times; returns the screen.
+    fn wait_for_n(&self, text: &str, times: usize) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= times {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited for {text:?} ×{times}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_for(&self, text: &str) -> String {
+        self.wait_for_n(text, 1)
+    }
+
+    /// Types `text` and Enter.
+    fn type_line(&self, text: &str) {
+        if !text.is_empty() {
+            self.tmux(&["send-keys", "-t", "t", "-l", text]);
+        }
+        self.tmux(&["send-keys", "-t", "t", "Enter"]);
+    }
+
+    fn keys(&self, keys: &str) {
+        self.tmux(&["send-keys", "-t", "t", keys]);
+    }
+
+    /// The processes of the pane's session besides its shell and its `sleep`: none once the
+    /// client has exited.
+    fn leftovers(&self) -> Vec<String> {
+        let pid: i32 = self
+            .tmux(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left: Vec<String> = session_members(pid)
+                .into_iter()
+                .filter(|p| *p != pid)
+                .map(cmdline)
+                .filter(|c| !c.is_empty() && !c.starts_with("sleep"))
+                .collect();
+            if left.is_empty() || Instant::now() > deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn exists(dir: &Path, name: &str) -> bool {
+    dir.join(name).exists()
+}
+
+#[test]
+fn a_question_is_asked_inline_with_numbered_options() {
+    if !have_tmux() {
+        return;
+    }
+    let pane = Pane::start(&["exec", "--agent", "mock", "ask"]);
+    let screen = pane.wait_for("1. vitest — Fast, Vite-native test runner");
+    assert!(
+        screen.contains("? Tests: Which test framework?"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("2. jest — The long-standing default"),
+        "{screen}"
+    );
+    pane.type_line("2");
+    let screen = pane.wait_for("? Kinds: Which kinds of tests?");
+    assert!(screen.contains("numbers (e.g. 1,3)"), "{screen}");
+    pane.type_line("1,3");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    // The answer reflected, the final answer, the closing line; the typed lines intact.
+    assert!(screen.contains("answered: jest · unit, e2e"), "{screen}");
+    assert!(screen.contains("  › 2\n"), "{screen}");
+    assert!(screen.contains("  › 1,3\n"), "{screen}");
+    assert!(screen.contains("✓ completed in "), "{screen}");
+    assert!(
+        screen.contains("resume with: codebuffd resume "),
+        "{screen}"
+    );
+    assert_eq!(pane.leftovers(), Vec::<String>::new());
+    println!("captured screen of an interactive run:\n{screen}");
+}
+
+#[test]
+fn permission_requests_are_a_one_line_approval() {
+    if !have_tmux() {
+        return;
+    }
+    let pane = Pane::start(&[
+        "exec",
+        "--agent",
+        "mock",
+        "--permission-mode",
+        "default",
+        "gated",
+    ]);
+    let screen = pane.wait_for("approve? [y]es/[a]lways/[n]o");
+    assert!(screen.contains("⚠ write_file wants to run:"), "{screen}");
+    pane.type_line("y");
+    let screen = pane.wait_for_n("approve? [y]es/[a]lways/[n]o", 2);
+    assert!(
+        screen.contains("$ echo gated-ok > gated-cmd.txt"),
+        "{screen}"
+    );
+    pane.type_line("n");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains("allowed (user)"), "{screen}");
+    assert!(screen.contains("rejected (user)"), "{screen}");
+    assert!(exists(&pane.work(), "gated.txt"));
+    assert!(!exists(&pane.work(), "gated-cmd.txt"));
+    assert_eq!(pane.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn ctrl_c_cancels_a_hanging_turn_and_exits_130() {
+    if !have_tmux() {
+        return;
+    }
+    let pane = Pane::start(&["exec", "--agent", "mock", "hang"]);
+    // The spinner says what is happening while nothing streams.
+    pane.wait_for("thinking");
+    std::thread::sleep(Duration::from_millis(300));
+    pane.keys("C-c");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=130"), "{screen}");
+    assert!(screen.contains("cancelling the turn"), "{screen}");
+    assert!(screen.contains("⊘ cancelled in "), "{screen}");
+    assert_eq!(pane.leftovers(), Vec::<String>::new());
+}
+
+#[test]
+fn the_repl_runs_turns_and_commands_on_one_session() {
+    if !have_tmux() {
+        return;
+    }
+    // `codebuffd` alone on a terminal is the REPL; the agent from the environment.
+    let pane = Pane::start_with_env(&[], &[("CODEBUFFD_AGENT", "mock")]);
+    pane.wait_for("/help for commands");
+    pane.type_line("echo hello from the repl");
+    pane.wait_for("✓ completed in ");
+    pane.type_line("/cost");
+    pane.wait_for("credits ($0.01) over 1 turns");
+    // A question in the foreground, between two prompts of the editor.
+    pane.type_line("ask");
+    pane.wait_for("1. vitest");
+    pane.type_line("1");
+    pane.wait_for("? Kinds");
+    pane.type_line("");
+    pane.wait_for_n("✓ completed in ", 2);
+    pane.type_line("/sessions");
+    pane.wait_for("2 turns");
+    // Ctrl-C during a turn cancels it; the REPL goes on.
+    pane.type_line("hang");
+    pane.wait_for("thinking");
+    std::thread::sleep(Duration::from_millis(300));
+    pane.keys("C-c");
+    pane.wait_for("⊘ cancelled in ");
+    pane.type_line("echo still here");
+    pane.wait_for_n("✓ completed in ", 3);
+    pane.type_line("/exit");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains("hello from the repl"), "{screen}");
+    assert!(screen.contains("answered: vitest · -"), "{screen}");
+    assert!(screen.contains("still here"), "{screen}");
+    assert!(
+        screen.contains("resume with: codebuffd resume "),
+        "{screen}"
+    );
+    assert_eq!(pane.leftovers(), Vec::<String>::new());
+    println!("captured screen of a REPL run:\n{screen}");
+}
+
+#[test]
+fn resume_without_a_prompt_opens_the_repl_on_the_session() {
+    if !have_tmux() {
+        return;
+    }
+    let pane = Pane::start_after(
+        &["exec", "--agent", "mock", "echo first"],
+        &["resume", "--last"],
+        &[],
+    );
+    let screen = pane.wait_for("/help for commands");
+    assert!(screen.contains("session "), "{screen}");
+    pane.type_line("/cost");
+    pane.wait_for("1.25 credits ($0.01) over 1 turns");
+    pane.type_line("echo second");
+    pane.wait_for("✓ completed in ");
+    pane.type_line("/cost");
+    pane.wait_for("2.50 credits ($0.03) over 2 turns");
+    pane.keys("C-d");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert_eq!(pane.leftovers(), Vec::<String>::new());
+}
