@@ -53,6 +53,10 @@ pub enum Command {
     Sessions(crate::term::SessionsArgs),
     /// `config show`: the terminal client's effective settings and where each came from.
     Config(crate::term::ConfigArgs),
+    /// Run as an Agent Client Protocol (v1) agent on stdin/stdout, for a client that launches
+    /// it (an editor, `acpx`): the server's engine and store, JSON-RPC on stdout, logs on
+    /// stderr (`docs/acp.md`).
+    Acp(AcpArgs),
 }
 
 /// Arguments of `codebuffd convert`.
@@ -215,4 +219,84 @@ pub struct InstallAdapterArgs {
     /// The server's TOML config file [env CODEBUFFD_CONFIG].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+/// Arguments of `codebuffd acp`: the agent of its sessions and the engine settings of
+/// `codebuffd server` (same flags, `CODEBUFFD_*` variables and config file keys).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AcpArgs {
+    /// The agent of the sessions `session/new` creates: `codebuff`, or `mock` (the scripted
+    /// stand-in, for tests and demos).
+    #[arg(long, value_name = "AGENT", value_parser = ["codebuff", "mock"], default_value = "codebuff")]
+    pub agent: String,
+    /// Where sessions are kept, as for `codebuffd server` [env CODEBUFFD_DATA_DIR].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The store: `sqlite://PATH`, `postgres://…` or `memory` [default: sqlite in the data dir;
+    /// env CODEBUFFD_STORE].
+    #[arg(long, value_name = "SPEC")]
+    pub store: Option<String>,
+    /// The codebuff agent command [default: the bundled adapter; env CODEBUFFD_AGENT_COMMAND].
+    #[arg(long, value_name = "PATH")]
+    pub agent_command: Option<PathBuf>,
+    /// Per-turn timeout in seconds, 0 for none [default: 3600; env CODEBUFFD_TURN_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub turn_timeout: Option<f64>,
+    /// Stop a turn whose agent prints nothing for this long, 0 for never [default: 900; env
+    /// CODEBUFFD_INACTIVITY_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub inactivity_timeout: Option<f64>,
+    /// Longest accepted agent output line [default: 8 MiB; env CODEBUFFD_MAX_LINE_BYTES].
+    #[arg(long, value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+    /// `bypass`, `default`, `acceptEdits` or `plan`; with `default` and `acceptEdits` gated
+    /// tools ask the client (`session/request_permission`) [default: bypass; env
+    /// CODEBUFFD_PERMISSION_MODE].
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
+    /// Seconds a permission request waits before it is rejected [default: 600; env
+    /// CODEBUFFD_PERMISSION_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub permission_timeout: Option<f64>,
+    /// The credit budget of each session [default: none; env CODEBUFFD_MAX_SESSION_CREDITS].
+    #[arg(long, value_name = "CREDITS")]
+    pub max_session_credits: Option<f64>,
+    /// Start agents only when a turn needs them [env CODEBUFFD_NO_WARM_START=1].
+    #[arg(long)]
+    pub no_warm_start: bool,
+    /// Let sessions set loader variables (`LD_*`, `NODE_OPTIONS`, …) [env
+    /// CODEBUFFD_ALLOW_LOADER_ENV=1].
+    #[arg(long)]
+    pub allow_loader_env: bool,
+    /// Delete ended sessions once their last event is this many days old [default: keep them;
+    /// env CODEBUFFD_RETENTION_DAYS].
+    #[arg(long, value_name = "DAYS")]
+    pub retention_days: Option<f64>,
+    /// The server's TOML config file [env CODEBUFFD_CONFIG].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl AcpArgs {
+    /// The same settings as `codebuffd server` arguments, to resolve them the server's way;
+    /// there is no listener, so no token is asked for.
+    pub fn server_args(&self) -> ServerArgs {
+        ServerArgs {
+            no_token: true,
+            data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
+            agent_command: self.agent_command.clone(),
+            turn_timeout: self.turn_timeout,
+            inactivity_timeout: self.inactivity_timeout,
+            max_line_bytes: self.max_line_bytes,
+            permission_mode: self.permission_mode.clone(),
+            permission_timeout: self.permission_timeout,
+            max_session_credits: self.max_session_credits,
+            no_warm_start: self.no_warm_start,
+            allow_loader_env: self.allow_loader_env,
+            retention_days: self.retention_days,
+            config: self.config.clone(),
+            ..ServerArgs::default()
+        }
+    }
 }

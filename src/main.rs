@@ -7,7 +7,9 @@ use std::io::{self, Read};
 use std::process::ExitCode;
 
 use clap::Parser;
-use codebuffd::cli::{Cli, Command, ConvertArgs, DoctorArgs, InstallAdapterArgs, ServerArgs};
+use codebuffd::cli::{
+    AcpArgs, Cli, Command, ConvertArgs, DoctorArgs, InstallAdapterArgs, ServerArgs,
+};
 use codebuffd::commands::convert::{convert_stream, ConvertOptions};
 use codebuffd::config::DaemonConfig;
 
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => return client(|| codebuffd::term::chat(args)),
         Command::Sessions(args) => return client(|| codebuffd::term::sessions::run(args)),
         Command::Config(args) => return ExitCode::from(codebuffd::term::config(args)),
+        Command::Acp(args) => run_acp(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -62,10 +65,15 @@ fn client(run: impl FnOnce() -> u8) -> ExitCode {
 
 /// The daemon's log: stderr, `RUST_LOG` filters it (info by default).
 fn init_log() {
+    init_log_at("info");
+}
+
+/// The log on stderr, `RUST_LOG` filters it (`default` without it).
+fn init_log_at(default: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
         .with_writer(io::stderr)
         .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
@@ -80,6 +88,24 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(codebuffd::commands::server::run(config))?;
     // Do not wait for stray blocking tasks (a reader stuck on a foreign pipe).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    Ok(())
+}
+
+/// `codebuffd acp`: JSON-RPC on stdout, so the log (stderr) says only warnings unless
+/// `RUST_LOG` asks for more (an editor shows an agent's stderr).
+fn run_acp(args: &AcpArgs) -> anyhow::Result<()> {
+    init_log_at("warn");
+    let config = DaemonConfig::resolve(&args.server_args(), &|name| std::env::var(name).ok())?;
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
+    let agent = codebuffd::agent::AgentKind::parse(&args.agent)
+        .ok_or_else(|| anyhow::anyhow!("unknown agent `{}`", args.agent))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(codebuffd::commands::acp::run(config.engine(), agent))?;
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     Ok(())
 }
