@@ -55,6 +55,7 @@ async function codebuffAgent(t, backend, options = {}) {
       ...options.env,
     },
     answer: options.answer,
+    args: options.args,
   })
 }
 
@@ -199,4 +200,52 @@ test('codebuff: load in a new process, and the next prompt continues the convers
   const chats = await backend.chatRequests()
   assert.match(JSON.stringify(chats.at(-1)), /Remember the number 42/, 'the history went with it')
   await second.stop()
+})
+
+test('codebuff: with --permission-mode default each tool waits for the client; always covers the command, reject keeps the file away', async (t) => {
+  const backend = await fakeBackend(t, 'permissions_repeat')
+  const work = tempDir(t, 'work')
+  const read = (f) => (fs.existsSync(path.join(work, f)) ? fs.readFileSync(path.join(work, f), 'utf8') : null)
+  const seen = []
+  const choices = ['allow_once', 'allow_always', 'reject_once']
+  const agent = await codebuffAgent(t, backend, {
+    args: ['--permission-mode', 'default'],
+    answer: {
+      permission: async (params) => {
+        // What is on disk while the client is asked: the gated call has not run.
+        seen.push({
+          title: params.toolCall.title,
+          kind: params.toolCall.kind,
+          first: read('first.txt'),
+          log: read('log.txt'),
+          second: read('second.txt'),
+        })
+        const kind = choices[seen.length - 1] ?? 'reject_once'
+        return { outcome: { outcome: 'selected', optionId: params.options.find((o) => o.kind === kind).optionId } }
+      },
+    },
+  })
+  const id = await agent.newSession(work)
+  const { response, error } = await agent.prompt(id, 'Write two files and log twice.')
+  assert.equal(error, undefined, JSON.stringify(error))
+  assert.equal(response.stopReason, 'end_turn')
+  assert.deepEqual(seen, [
+    { title: 'Write first.txt', kind: 'edit', first: null, log: null, second: null },
+    { title: 'Run `echo one >> log.txt`', kind: 'execute', first: 'first\n', log: null, second: null },
+    { title: 'Write second.txt', kind: 'edit', first: 'first\n', log: 'one\n', second: null },
+  ])
+  // The repeated command ran without asking (allowed always); the rejected write never ran.
+  assert.equal(read('log.txt'), 'one\none\n')
+  assert.equal(read('second.txt'), null)
+  const calls = toolCalls(agent.updatesOf(id))
+  const second = calls.find((c) => c.title === 'Write second.txt')
+  assert.equal(second.status, 'failed')
+  const asked = agent.requests.map((r) => r.params.toolCall.toolCallId)
+  assert.deepEqual(
+    asked,
+    calls.filter((c) => c.kind === 'edit' || c.title.startsWith('Run')).map((c) => c.toolCallId).slice(0, 3),
+    'each request names the gated call',
+  )
+  assert.equal(agentText(agent.updatesOf(id)).endsWith('Done.'), true)
+  await agent.stop()
 })

@@ -18,7 +18,14 @@ import * as acp from '@agentclientprotocol/sdk'
 export { acp }
 
 export const REPO = path.resolve(import.meta.dirname, '../..')
-export const BIN = process.env.CODEBUFFD_BIN ?? path.join(REPO, 'target/debug/codebuffd')
+/** The binary under test: `CODEBUFFD_BIN`, else the debug build where cargo puts it
+ * (`CARGO_TARGET_DIR`, relative to the checkout, or `target/`). */
+export const BIN =
+  process.env.CODEBUFFD_BIN ??
+  path.resolve(REPO, process.env.CARGO_TARGET_DIR ?? 'target', 'debug/codebuffd')
+if (!fs.existsSync(BIN)) {
+  throw new Error(`no codebuffd at ${BIN}: run \`cargo build\` (or set CODEBUFFD_BIN)`)
+}
 export const LIMIT_MS = 60_000
 
 /** A scratch directory, removed when the test ends. */
@@ -288,7 +295,9 @@ export class RawAgent {
     const raw = new RawAgent(child)
     t.after(async () => {
       raw.child.stdin.end()
-      await exited(raw.child).catch(() => raw.child.kill('SIGKILL'))
+      const code = await exited(raw.child).catch(() => raw.child.kill('SIGKILL'))
+      await assertSessionGone(raw.sid)
+      assert.equal(code, 0, `codebuffd acp exit; stderr:\n${raw.child.stderrText()}`)
     })
     return raw
   }

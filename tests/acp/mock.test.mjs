@@ -43,7 +43,8 @@ test('initialize advertises what works', async (t) => {
   assert.equal(init.agentCapabilities.promptCapabilities.audio, false)
   assert.deepEqual(init.agentCapabilities.sessionCapabilities, { list: {}, resume: {}, close: {} })
   assert.deepEqual(init.authMethods, [], 'the mock needs no key')
-  const modes = (await agent.request(acp.methods.agent.session.new, { cwd: data, mcpServers: [] })).modes
+  const work = tempDir(t, 'work')
+  const modes = (await agent.request(acp.methods.agent.session.new, { cwd: work, mcpServers: [] })).modes
   assert.equal(modes.currentModeId, 'build')
   assert.deepEqual(
     modes.availableModes.map((m) => m.id),
@@ -462,5 +463,70 @@ test('permissions: gated tools ask the client; allow runs, reject fails the call
   assert.equal(write.status, 'completed')
   assert.equal(fs.readFileSync(path.join(work, 'hello.txt'), 'utf8'), 'gated\n')
   assert.equal(run.status, 'failed')
+  await agent.stop()
+})
+
+test('permissions block the tool for real: nothing runs until allowed, a rejected call never runs', async (t) => {
+  const seen = []
+  const { agent, id, work } = await session(t, {
+    args: ['--permission-mode', 'default'],
+    answer: {
+      permission: async (params) => {
+        // While the client is asked, the gated tool has not run.
+        seen.push({
+          kind: params.toolCall.kind,
+          file: fs.existsSync(path.join(work, 'gated.txt')),
+          cmd: fs.existsSync(path.join(work, 'gated-cmd.txt')),
+        })
+        await sleep(200)
+        const kind = params.toolCall.kind === 'execute' ? 'reject_once' : 'allow_once'
+        return {
+          outcome: { outcome: 'selected', optionId: params.options.find((o) => o.kind === kind).optionId },
+        }
+      },
+    },
+  })
+  const { response } = await agent.prompt(id, 'gated')
+  assert.equal(response.stopReason, 'end_turn')
+  assert.deepEqual(seen, [
+    { kind: 'edit', file: false, cmd: false },
+    { kind: 'execute', file: true, cmd: false },
+  ])
+  assert.ok(fs.existsSync(path.join(work, 'gated.txt')), 'the allowed write ran')
+  assert.ok(!fs.existsSync(path.join(work, 'gated-cmd.txt')), 'the rejected command never ran')
+  const calls = toolCalls(agent.updatesOf(id))
+  const write = calls.find((c) => c._meta.codebuff.toolName === 'write_file')
+  const run = calls.find((c) => c._meta.codebuff.toolName === 'run_terminal_command')
+  assert.equal(write.status, 'completed')
+  assert.equal(run.status, 'failed')
+  const [ask] = agent.requests
+  assert.equal(ask.params.toolCall.toolCallId, write.toolCallId)
+  assert.deepEqual(ask.params.toolCall.locations, [{ path: path.join(work, 'gated.txt') }])
+  await agent.stop()
+})
+
+test('permissions: a cancel while the client is asked withdraws the request and rejects the tool', async (t) => {
+  const { agent, id, work } = await session(t, {
+    args: ['--permission-mode', 'default'],
+    answer: {
+      // Never answers: waits until the request is cancelled.
+      permission: (_params, signal) =>
+        new Promise((resolve) =>
+          signal.addEventListener('abort', () => resolve({ outcome: { outcome: 'cancelled' } })),
+        ),
+    },
+  })
+  const running = agent.prompt(id, 'gated')
+  const req = await agent.waitForRequests(1)
+  assert.equal(req.params.toolCall.kind, 'edit')
+  await agent.notify(acp.methods.agent.session.cancel, { sessionId: id })
+  const { response } = await running
+  assert.equal(response.stopReason, 'cancelled')
+  for (let i = 0; i < 100 && !req.signal.aborted; i++) await sleep(10)
+  assert.ok(req.signal.aborted, 'the pending permission request got $/cancel_request')
+  assert.ok(!fs.existsSync(path.join(work, 'gated.txt')), 'the gated write never ran')
+  assert.ok(!fs.existsSync(path.join(work, 'gated-cmd.txt')))
+  const { response: next } = await agent.prompt(id, 'echo still here')
+  assert.equal(next.stopReason, 'end_turn')
   await agent.stop()
 })

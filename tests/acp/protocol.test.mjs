@@ -37,6 +37,8 @@ test('malformed lines, batches, unknown methods and early requests get JSON-RPC 
   const missingDir = await raw.call(8, 'session/new', { cwd: '/no/such/dir', mcpServers: [] })
   assert.equal(missingDir.error.code, -32602)
   assert.match(JSON.stringify(missingDir.error.data), /director/)
+  const own = await raw.call(10, 'session/new', { cwd: data, mcpServers: [] })
+  assert.equal(own.error.code, -32602, "the daemon's own data directory is refused")
 
   // A notification of an unknown method is ignored; the agent still answers.
   raw.send({ jsonrpc: '2.0', method: 'session/whatever', params: {} })
@@ -71,9 +73,10 @@ test('unknown session ids are resource not found (-32002) for every session meth
 
 test('a client that closes stdin mid-turn: the agent is killed, exit 0, nothing left', async (t) => {
   const data = tempDir(t, 'data')
+  const work = tempDir(t, 'work')
   const raw = RawAgent.start(t, { dataDir: data })
   await raw.initialize()
-  const created = await raw.call(1, 'session/new', { cwd: data, mcpServers: [] })
+  const created = await raw.call(1, 'session/new', { cwd: work, mcpServers: [] })
   const sessionId = created.result.sessionId
   raw.send({
     jsonrpc: '2.0',
@@ -93,9 +96,10 @@ test('a client that closes stdin mid-turn: the agent is killed, exit 0, nothing 
 
 test('SIGTERM ends the agent cleanly too', async (t) => {
   const data = tempDir(t, 'data')
+  const work = tempDir(t, 'work')
   const raw = RawAgent.start(t, { dataDir: data })
   await raw.initialize()
-  const created = await raw.call(1, 'session/new', { cwd: data, mcpServers: [] })
+  const created = await raw.call(1, 'session/new', { cwd: work, mcpServers: [] })
   raw.send({
     jsonrpc: '2.0',
     id: 2,
