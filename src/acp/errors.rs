@@ -68,7 +68,7 @@ pub fn store_error(e: StoreError) -> Error {
 
 /// The error a prompt whose turn did not complete answers with: the turn's `status`, `code`,
 /// `message`, `exitCode`, `signal`, the last `error` the agent reported, the turn's cost, and
-/// `stderrTail` when the log has one. Credentials missing or refused are `-32000`
+/// `stderrTail`: the last lines the agent wrote on stderr (`turn.ended.metadata.stderr_tail`). Credentials missing or refused are `-32000`
 /// ("Authentication required"), everything else `-32603`.
 pub fn turn_failed(end: &TurnEnd) -> Error {
     let m = end.metadata.as_ref();
@@ -90,12 +90,17 @@ pub fn turn_failed(end: &TurnEnd) -> Error {
             _ => "the turn failed".to_owned(),
         },
     };
-    let stderr_tail = end
-        .last_error
-        .as_ref()
-        .and_then(|e| e.details.as_ref())
-        .and_then(|d| d.get("stderr"))
-        .cloned();
+    // The turn's own record of the agent's stderr, else what its last error carried.
+    let stderr_tail = m
+        .and_then(|m| m.stderr_tail.clone())
+        .map(Value::String)
+        .or_else(|| {
+            end.last_error
+                .as_ref()
+                .and_then(|e| e.details.as_ref())
+                .and_then(|d| d.get("stderr"))
+                .cloned()
+        });
     let data = json!({
         "status": status,
         "code": code,
@@ -132,6 +137,7 @@ mod tests {
                 agent_id: None,
                 code: code.map(Into::into),
                 message: Some("Codebuff backend unreachable".into()),
+                stderr_tail: Some("fetch failed\nECONNREFUSED".into()),
             }),
             last_error: Some(ErrorData {
                 message: "Codebuff backend unreachable".into(),
@@ -152,6 +158,7 @@ mod tests {
         assert_eq!(json["data"]["code"], "backend_error");
         assert_eq!(json["data"]["exitCode"], 3);
         assert_eq!(json["data"]["turnId"], "turn_2");
+        assert_eq!(json["data"]["stderrTail"], "fetch failed\nECONNREFUSED");
     }
 
     #[test]

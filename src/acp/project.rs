@@ -714,6 +714,7 @@ mod tests {
                 agent_id: None,
                 code: None,
                 message: None,
+                stderr_tail: None,
             }),
         })
     }

@@ -271,6 +271,7 @@ impl CodebuffConverter {
                         agent_id: f.agent_id.clone(),
                         code: None,
                         message: None,
+                        stderr_tail: None,
                     }),
                 }),
                 f.raw.clone(),
@@ -298,6 +299,15 @@ impl CodebuffConverter {
         };
         let cost_reported =
             finished.as_ref().is_some_and(|f| f.cost_reported) || self.turn.cost_so_far > 0.0;
+        // What the agent said on stderr explains a failure; a cancel or an interruption needs
+        // no explaining.
+        let stderr_tail = match status {
+            TurnStatus::Failed | TurnStatus::TimedOut | TurnStatus::BudgetExhausted => outcome
+                .stderr
+                .as_ref()
+                .and_then(crate::universal::StderrOutput::last_lines),
+            _ => None,
+        };
         out.push(EventDraft::synthetic(EventData::TurnEnded(TurnData {
             phase: TurnPhase::Ended,
             turn_id: self.turn.id.clone(),
@@ -310,6 +320,7 @@ impl CodebuffConverter {
                 agent_id: finished.and_then(|f| f.agent_id),
                 code,
                 message,
+                stderr_tail,
             }),
         })));
     }

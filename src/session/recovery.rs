@@ -162,6 +162,7 @@ impl LogSummary {
                 agent_id: None,
                 code: code.map(str::to_owned),
                 message: Some(message.to_owned()),
+                stderr_tail: None,
             }),
         })));
         drafts

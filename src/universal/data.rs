@@ -112,6 +112,12 @@ pub struct TurnMetadata {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub message: Option<String>,
+    /// The last lines (at most 20) the agent wrote on stderr, when the turn failed, timed out
+    /// or was stopped by its budget and the agent wrote any: what a client shows to explain
+    /// the failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub stderr_tail: Option<String>,
 }
 
 /// **(ours)** The outcome of a turn.

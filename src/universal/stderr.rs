@@ -30,6 +30,23 @@ pub struct StderrOutput {
     pub total_lines: Option<usize>,
 }
 
+/// Lines of [`StderrOutput::last_lines`].
+pub const LAST_LINES: usize = 20;
+
+impl StderrOutput {
+    /// The last [`LAST_LINES`] lines kept, joined with `\n` (a failed turn's `stderr_tail`).
+    pub fn last_lines(&self) -> Option<String> {
+        let kept = if self.truncated {
+            self.tail.as_deref()
+        } else {
+            self.head.as_deref()
+        }?;
+        let lines: Vec<&str> = kept.split('\n').collect();
+        let from = lines.len().saturating_sub(LAST_LINES);
+        Some(lines[from..].join("\n"))
+    }
+}
+
 /// Collects stderr lines in bounded memory (at most 120 short lines) while a process runs.
 #[derive(Debug, Clone, Default)]
 pub struct StderrCollector {
