@@ -19,10 +19,11 @@ use serde_json::json;
 
 use super::door::Door;
 use super::errors::{invalid_params, session_error};
+use super::log::decode;
 use super::project::META_KEY;
 use super::replay::replay;
 use crate::session::{CreateRequest, SessionInfo, AGENT_MODES};
-use crate::universal::format_time;
+use crate::universal::{format_time, ContentPart, EventData, ItemKind, ItemRole};
 
 /// Sessions per `session/list` page.
 pub const LIST_PAGE: usize = 100;
@@ -134,7 +135,7 @@ pub fn list_sessions(
         .iter()
         .skip(start)
         .take(LIST_PAGE)
-        .map(list_entry)
+        .map(|s| list_entry(door, s))
         .collect();
     let next = start + page.len();
     let mut response = ListSessionsResponse::new(page);
@@ -144,9 +145,37 @@ pub fn list_sessions(
     Ok(response)
 }
 
+/// Characters of a first prompt shown as a session's title.
+const TITLE_CHARS: usize = 80;
+
+/// A session's title: the one it was created with, else the first line of its first prompt
+/// (ACP sessions are created without one), read from the start of its log.
+fn title(door: &Door, s: &SessionInfo) -> Option<String> {
+    if s.title.is_some() {
+        return s.title.clone();
+    }
+    let events = door.manager.store().read(&s.session_id, 0, 8).ok()?;
+    let text = events.iter().find_map(|e| match decode(e).ok()? {
+        EventData::ItemStarted(d) | EventData::ItemCompleted(d)
+            if d.item.kind == ItemKind::Message && d.item.role == Some(ItemRole::User) =>
+        {
+            d.item.content.iter().find_map(|p| match p {
+                ContentPart::Text { text } => Some(text.clone()),
+                _ => None,
+            })
+        }
+        _ => None,
+    })?;
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(match line.char_indices().nth(TITLE_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    })
+}
+
 /// One session as `session/list` shows it; `_meta.codebuff` has the engine's view (agent,
 /// mode, status, ended, cost, turns).
-fn list_entry(s: &SessionInfo) -> AcpSessionInfo {
+fn list_entry(door: &Door, s: &SessionInfo) -> AcpSessionInfo {
     let mut meta = Meta::new();
     meta.insert(
         META_KEY.to_owned(),
@@ -165,7 +194,7 @@ fn list_entry(s: &SessionInfo) -> AcpSessionInfo {
         SessionId::new(s.session_id.clone()),
         PathBuf::from(&s.directory),
     )
-    .title(s.title.clone())
+    .title(title(door, s))
     .updated_at(rfc3339(s.updated_at))
     .meta(meta)
 }
