@@ -144,7 +144,7 @@ test('codebuff: reasoning is thought, ask_user is a form', async (t) => {
   await thinker.stop()
 })
 
-test('codebuff: a 402 fails the prompt with out_of_credits, a 401 asks for authentication', async (t) => {
+test('codebuff: a 402 fails the prompt with out_of_credits, a 500 with backend_error, a 401 asks for authentication', async (t) => {
   const broke = await fakeBackend(t, 'payment_required')
   const agent = await codebuffAgent(t, broke)
   const id = await agent.newSession(tempDir(t, 'work'))
@@ -156,6 +156,18 @@ test('codebuff: a 402 fails the prompt with out_of_credits, a 401 asks for authe
   assert.equal(error.data.exitCode, 1)
   assert.match(error.message, /Insufficient credits/)
   await agent.stop()
+
+  const crashed = await fakeBackend(t, 'server_error')
+  const third = await codebuffAgent(t, crashed)
+  const id3 = await third.newSession(tempDir(t, 'work'))
+  const failed = await third.prompt(id3, 'Say hello.')
+  assert.equal(failed.error.code, -32603)
+  assert.equal(failed.error.data.code, 'backend_error')
+  assert.equal(failed.error.data.status, 'failed')
+  assert.match(failed.error.message, /upstream model provider crashed/)
+  const again = await third.prompt(id3, 'Say hello.')
+  assert.equal(again.error.data.code, 'backend_error', 'the session takes the next prompt')
+  await third.stop()
 
   const refused = await fakeBackend(t, 'auth_failed')
   const other = await codebuffAgent(t, refused)

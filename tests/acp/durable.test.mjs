@@ -15,6 +15,7 @@ import {
   assertSessionGone,
   exited,
   sessionMembers,
+  spawnAgent,
   tempDir,
   toolCalls,
 } from './harness.mjs'
@@ -172,4 +173,72 @@ test('session/list: across processes, by cwd, paged with an opaque cursor', asyn
   await sleep(100)
   assert.equal(second.updates.length, before)
   await second.stop()
+})
+
+test('session/list: pages of 100 that cover every session once; titles from the first prompt', async (t) => {
+  const data = tempDir(t, 'data')
+  const work = tempDir(t, 'work')
+  const agent = await AcpAgent.start(t, { dataDir: data })
+  const ids = []
+  for (let i = 0; i < 103; i++) ids.push(await agent.newSession(work))
+  await agent.prompt(ids[5], 'echo Fix the login bug\nand more details')
+  const first = await agent.request(acp.methods.agent.session.list, {})
+  assert.equal(first.sessions.length, 100)
+  assert.equal(typeof first.nextCursor, 'string')
+  const second = await agent.request(acp.methods.agent.session.list, { cursor: first.nextCursor })
+  assert.equal(second.sessions.length, 3)
+  assert.equal(second.nextCursor ?? null, null)
+  const listed = [...first.sessions, ...second.sessions].map((s) => s.sessionId)
+  assert.equal(new Set(listed).size, 103, 'no session twice')
+  assert.deepEqual(new Set(listed), new Set(ids))
+  const titled = [...first.sessions, ...second.sessions].find((s) => s.sessionId === ids[5])
+  assert.equal(titled.title, 'echo Fix the login bug')
+  assert.equal(titled._meta.codebuff.turns, 1)
+  const untitled = first.sessions.find((s) => s.sessionId === ids[6]) ?? second.sessions.find((s) => s.sessionId === ids[6])
+  assert.equal(untitled.title ?? null, null, 'no prompt, no title')
+  await agent.stop()
+})
+
+test('a question answered over ACP is in the log as on HTTP (question.requested, question.resolved)', async (t) => {
+  const data = tempDir(t, 'data')
+  const work = tempDir(t, 'work')
+  const agent = await AcpAgent.start(t, {
+    dataDir: data,
+    answer: { elicitation: async () => ({ action: 'accept', content: { q1: 'jest', q2: ['unit'] } }) },
+  })
+  const id = await agent.newSession(work)
+  const { response } = await agent.prompt(id, 'ask')
+  assert.equal(response.stopReason, 'end_turn')
+  await agent.stop()
+  await withServer(data, async (base) => {
+    const { events } = await (await fetch(`${base}/v1/sessions/${id}/events?limit=10000`)).json()
+    const [asked] = events.filter((e) => e.type === 'question.requested')
+    const [resolved] = events.filter((e) => e.type === 'question.resolved')
+    assert.ok(asked && resolved, JSON.stringify(events.map((e) => e.type)))
+    assert.equal(resolved.data.question_id, asked.data.question_id)
+    assert.equal(resolved.data.status, 'answered')
+    assert.deepEqual(resolved.data.answers, [['jest'], ['unit']])
+  })
+})
+
+test('a second codebuffd acp on the same data directory is refused; the first goes on', async (t) => {
+  const data = tempDir(t, 'data')
+  const work = tempDir(t, 'work')
+  const first = await AcpAgent.start(t, { dataDir: data })
+  const id = await first.newSession(work)
+  const hanging = first.prompt(id, 'hang')
+  for (let i = 0; i < 200 && sessionMembers(first.sid).length < 3; i++) await sleep(10)
+  const second = spawnAgent({ dataDir: data })
+  second.stdin.end()
+  assert.notEqual(await exited(second), 0)
+  if (!second.stderr.readableEnded) await new Promise((resolve) => second.stderr.once('end', resolve))
+  assert.match(second.stderrText(), new RegExp(`another codebuffd \\(pid ${first.child.pid}\\) runs on the data directory`))
+  // The first one's turn was not touched: it is still running, and cancels normally.
+  await first.notify(acp.methods.agent.session.cancel, { sessionId: id })
+  const { response } = await hanging
+  assert.equal(response.stopReason, 'cancelled')
+  const { response: next } = await first.prompt(id, 'echo still mine')
+  assert.equal(next.stopReason, 'end_turn')
+  assert.equal(agentText(first.updatesOf(id)), 'still mine')
+  await first.stop()
 })

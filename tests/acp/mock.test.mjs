@@ -12,7 +12,9 @@ import {
   FULL_CAPS,
   acp,
   agentText,
+  exited,
   kinds,
+  spawnAgent,
   tempDir,
   thoughtText,
   toolCalls,
@@ -300,6 +302,13 @@ test('fail: the prompt answers an error with the typed cause', async (t) => {
   assert.equal(error.data.code, 'backend_error')
   assert.equal(error.data.exitCode, 3)
   assert.equal(error.data.error.code, 'backend_error')
+  assert.equal(
+    error.data.stderrTail,
+    'mock-agent: scenario Fail, agent base2\n' +
+      'mock-agent: connecting to the Codebuff backend…\n' +
+      'mock-agent: POST /api/v1/agent-runs failed: connection refused (mock)\n' +
+      'mock-agent: giving up',
+  )
   // The session goes on.
   const { response } = await agent.prompt(id, 'echo still here')
   assert.equal(response.stopReason, 'end_turn')
@@ -312,6 +321,7 @@ test('crash: killed by a signal mid-stream is an error with the signal', async (
   assert.ok(error)
   assert.equal(error.data.status, 'failed')
   assert.equal(error.data.signal, 9)
+  assert.equal(error.data.stderrTail, 'mock-agent: scenario Crash, agent base2\nmock-agent: crashing (SIGKILL)')
   assert.equal(agentText(agent.updatesOf(id)), 'About to crash')
   const { response } = await agent.prompt(id, 'echo after the crash')
   assert.equal(response.stopReason, 'end_turn')
@@ -529,4 +539,46 @@ test('permissions: a cancel while the client is asked withdraws the request and 
   const { response: next } = await agent.prompt(id, 'echo still here')
   assert.equal(next.stopReason, 'end_turn')
   await agent.stop()
+})
+
+test('a turn past --turn-timeout answers an error with status timed_out; the session goes on', async (t) => {
+  const { agent, id } = await session(t, { args: ['--turn-timeout', '1'] })
+  const { error } = await agent.prompt(id, 'hang')
+  assert.ok(error, 'a timed-out turn is an error, never a silent end_turn')
+  assert.equal(error.code, -32603)
+  assert.equal(error.data.status, 'timed_out')
+  assert.match(error.message, /time/)
+  const [u] = usage(agent.updatesOf(id))
+  assert.equal(u._meta.codebuff.turn.status, 'timed_out')
+  const { response } = await agent.prompt(id, 'echo after the timeout')
+  assert.equal(response.stopReason, 'end_turn')
+  await agent.stop()
+})
+
+test('engine settings come from the config file and CODEBUFFD_* like the server', async (t) => {
+  const conf = path.join(tempDir(t, 'conf'), 'codebuffd.toml')
+  fs.writeFileSync(conf, 'permission_mode = "default"\nturn_timeout = 600\n')
+  const asked = []
+  const { agent, id, work } = await session(t, {
+    args: ['--config', conf],
+    env: { CODEBUFFD_PERMISSION_TIMEOUT: '300' },
+    answer: {
+      permission: async (params) => {
+        asked.push(params.toolCall.kind)
+        return { outcome: { outcome: 'selected', optionId: 'allow_once' } }
+      },
+    },
+  })
+  const { response } = await agent.prompt(id, 'gated')
+  assert.equal(response.stopReason, 'end_turn')
+  assert.deepEqual(asked, ['edit', 'execute'], 'permission_mode from the file')
+  assert.equal(fs.readFileSync(path.join(work, 'gated-cmd.txt'), 'utf8'), 'gated-ok\n')
+  await agent.stop()
+
+  // A bad value is refused before anything starts, on stderr, with a non-zero exit.
+  const bad = spawnAgent({ dataDir: tempDir(t, 'data'), env: { CODEBUFFD_PERMISSION_MODE: 'sometimes' } })
+  bad.stdin.end()
+  assert.notEqual(await exited(bad), 0)
+  if (!bad.stderr.readableEnded) await new Promise((resolve) => bad.stderr.once('end', resolve))
+  assert.match(bad.stderrText(), /permission mode `sometimes`/)
 })
