@@ -319,11 +319,13 @@ fn main() {
 
     // Streamed updates.
     let data = TempDir::new("flood");
+    // Sessions may not work in the daemon's data directory.
+    let work = TempDir::new("flood-work");
     let mut acp = Acp::spawn(&data.0, &extra);
     acp.initialize();
     acp.send(
         &json!({"jsonrpc":"2.0","id":1,"method":"session/new","params":{
-        "cwd": data.0.display().to_string(),"mcpServers":[]}}),
+        "cwd": work.0.display().to_string(),"mcpServers":[]}}),
     );
     let created = acp.response(1);
     let session = created["result"]["sessionId"]
