@@ -232,7 +232,7 @@ test('a second codebuffd acp on the same data directory is refused; the first go
   second.stdin.end()
   assert.notEqual(await exited(second), 0)
   if (!second.stderr.readableEnded) await new Promise((resolve) => second.stderr.once('end', resolve))
-  assert.match(second.stderrText(), new RegExp(`another codebuffd \\(pid ${first.child.pid}\\) runs on the data directory`))
+  assert.match(second.stderrText(), new RegExp(`is in use by codebuffd acp \\(pid ${first.child.pid}\\)`))
   // The first one's turn was not touched: it is still running, and cancels normally.
   await first.notify(acp.methods.agent.session.cancel, { sessionId: id })
   const { response } = await hanging
