@@ -204,20 +204,25 @@ impl Actor {
         }
         let time: Arc<str> = format_time(time::OffsetDateTime::now_utc()).into();
         let native = self.converter.native_session_id();
+        {
+            // Before the append: the writer thread may commit these events (and a reader act
+            // on a `turn.ended` among them) before this thread runs again, and whoever then
+            // asks for the session must see the cost those events report.
+            let mut live = self.shared.lock();
+            live.updated_at = now_ms();
+            // The conversation id changes once; don't copy it on every append.
+            if live.native_session_id.as_deref() != native {
+                live.native_session_id = native.map(str::to_owned);
+            }
+            live.cost = self.converter.session_cost();
+        }
         match self
             .ctx
             .store
             .append(&self.id, &mut self.drafts, time, native)
         {
             Ok(last) => {
-                let mut live = self.shared.lock();
-                live.event_count = last;
-                live.updated_at = now_ms();
-                // The conversation id changes once; don't copy it on every append.
-                if live.native_session_id.as_deref() != native {
-                    live.native_session_id = native.map(str::to_owned);
-                }
-                live.cost = self.converter.session_cost();
+                self.shared.lock().event_count = last;
                 true
             }
             Err(error) => {
