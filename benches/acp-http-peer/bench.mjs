@@ -474,10 +474,7 @@ const lostCell = (r, ours) =>
   ours
     ? `${r.lost} of ${r.produced} flood deltas (${r.maxId} envelopes)`
     : `${r.lost} of ${r.maxId} envelopes (${r.produced} echoed notifications)${r.how === "timeout" ? ", answer never arrived" : ""}`;
-const delCell = (base) => {
-  const st = deletes.get(base);
-  return `${st.answered} of ${st.sent}`;
-};
+const delCell = (r) => `${r.deletes.answered} of ${r.deletes.sent}`;
 const rows = [
   ["", "codebuffd (mock)", "sandbox-agent 0.4.2 (mock)"],
   [`prompt round trip p50 (${PROMPTS} echo prompts)`, ms(o.rt.p50), ms(p.rt.p50)],
@@ -486,7 +483,7 @@ const rows = [
   [`events lost, reader paused ${PAUSE_MS / 1000} s`, lostCell(o.paused, true), lostCell(p.paused, false)],
   [`idle RSS (daemon + children)`, mb(o.idle), mb(p.idle)],
   [`peak RSS (daemon + children)`, mb(o.peak), mb(p.peak)],
-  [`DELETEs answered within ${DELETE_WAIT_MS / 1000} s`, delCell(o.base), delCell(p.base)],
+  [`DELETEs answered within ${DELETE_WAIT_MS / 1000} s`, delCell(o), delCell(p)],
   [`processes left after ${SESSIONS} sessions created+deleted`, String(o.left.length), String(p.left.length)],
 ];
 const w = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i].length)));
