@@ -15,6 +15,7 @@
 //! ([`transport`]). When stdin ends, the connection ends, its tasks are stopped, and the caller
 //! shuts the engine down.
 
+pub mod coalesce;
 pub mod content;
 pub mod diff;
 pub mod door;

@@ -511,71 +511,6 @@ impl Projector {
     }
 }
 
-/// The most text one merged chunk carries.
-const MAX_MERGED_TEXT: usize = 64 * 1024;
-
-/// Merges consecutive text chunks of one message (or one thought) into one update, for the
-/// updates of events already in the log together (one page read): when the client falls
-/// behind the agent, it gets fewer, larger chunks; nothing is ever held back to be merged (the
-/// caller flushes at the end of each page).
-#[derive(Debug, Default)]
-pub struct Coalescer {
-    pending: Option<SessionUpdate>,
-}
-
-impl Coalescer {
-    /// Takes the next update; pushes onto `out` what is ready to send.
-    pub fn push(&mut self, update: SessionUpdate, out: &mut Vec<SessionUpdate>) {
-        if let Some(pending) = &mut self.pending {
-            if merge(pending, &update) {
-                return;
-            }
-        }
-        if let Some(ready) = self.pending.take() {
-            out.push(ready);
-        }
-        match update {
-            SessionUpdate::AgentMessageChunk(_) | SessionUpdate::AgentThoughtChunk(_) => {
-                self.pending = Some(update)
-            }
-            other => out.push(other),
-        }
-    }
-
-    /// The update held back, if any (at the end of a page, before anything else is done).
-    pub fn flush(&mut self) -> Option<SessionUpdate> {
-        self.pending.take()
-    }
-}
-
-/// Appends `next`'s text to `into` when both are text chunks of the same message (or
-/// thought).
-fn merge(into: &mut SessionUpdate, next: &SessionUpdate) -> bool {
-    let (a, b) = match (into, next) {
-        (SessionUpdate::AgentMessageChunk(a), SessionUpdate::AgentMessageChunk(b))
-        | (SessionUpdate::AgentThoughtChunk(a), SessionUpdate::AgentThoughtChunk(b)) => (a, b),
-        _ => return false,
-    };
-    if a.message_id.is_none()
-        || a.message_id != b.message_id
-        || a.meta.is_some()
-        || b.meta.is_some()
-    {
-        return false;
-    }
-    match (&mut a.content, &b.content) {
-        (ContentBlock::Text(x), ContentBlock::Text(y))
-            if x.annotations.is_none()
-                && y.annotations.is_none()
-                && x.text.len() + y.text.len() <= MAX_MERGED_TEXT =>
-        {
-            x.text.push_str(&y.text);
-            true
-        }
-        _ => false,
-    }
-}
-
 /// `itm_N`'s N, to order ids as the log created them.
 fn item_number(id: &str) -> u64 {
     id.strip_prefix("itm_")
@@ -649,10 +584,6 @@ mod tests {
         FileAction, ItemDeltaData, ItemEventData, QuestionStatus, TurnData, TurnPhase,
     };
     use std::sync::Arc;
-
-    fn text_chunk(text: &str, item_id: &str) -> ContentChunk {
-        ContentChunk::new(ContentBlock::from(text)).message_id(MessageId::from(item_id.to_owned()))
-    }
 
     fn projector(replay: bool) -> Projector {
         Projector::new(
@@ -1111,55 +1042,6 @@ mod tests {
         replay.apply(&started(ask), &mut out);
         replay.apply(&question, &mut out);
         assert!(!out.iter().any(|e| matches!(e, Effect::Ask { .. })));
-    }
-
-    #[test]
-    fn consecutive_chunks_of_one_message_merge_and_nothing_else_does() {
-        let chunk = |id: &str, text: &str| SessionUpdate::AgentMessageChunk(text_chunk(text, id));
-        let thought = |id: &str, text: &str| SessionUpdate::AgentThoughtChunk(text_chunk(text, id));
-        let mut c = Coalescer::default();
-        let mut out = Vec::new();
-        for u in [
-            chunk("itm_3", "a"),
-            chunk("itm_3", "b"),
-            thought("itm_4", "t"),
-            thought("itm_4", "u"),
-            chunk("itm_3", "c"),
-            chunk("itm_5", "d"),
-        ] {
-            c.push(u, &mut out);
-        }
-        c.push(
-            SessionUpdate::Plan(agent_client_protocol::v1::schema::Plan::new(vec![])),
-            &mut out,
-        );
-        assert!(c.flush().is_none());
-        let json: Vec<Value> = out
-            .iter()
-            .map(|u| serde_json::to_value(u).unwrap())
-            .collect();
-        let texts: Vec<(&str, &str)> = json
-            .iter()
-            .map(|u| {
-                (
-                    u["sessionUpdate"].as_str().unwrap(),
-                    u["content"]["text"].as_str().unwrap_or(""),
-                )
-            })
-            .collect();
-        assert_eq!(
-            texts,
-            [
-                ("agent_message_chunk", "ab"),
-                ("agent_thought_chunk", "tu"),
-                ("agent_message_chunk", "c"),
-                ("agent_message_chunk", "d"),
-                ("plan", "")
-            ]
-        );
-        // The last chunk of a page is held until the page ends.
-        c.push(chunk("itm_6", "e"), &mut out);
-        assert!(c.flush().is_some());
     }
 
     #[test]

@@ -17,11 +17,12 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error};
 
+use super::coalesce::Coalescer;
 use super::content;
 use super::door::{Door, SessionSlot, Ticket};
 use super::errors::{invalid_params, session_error, store_error, turn_failed};
 use super::log::{decode, LogCursor};
-use super::project::{Coalescer, Effect, Projector, ProjectorOptions, TurnEnd};
+use super::project::{Effect, Projector, ProjectorOptions, TurnEnd};
 use super::requests::{ask_permission, ask_question, PendingRequests};
 use crate::universal::{Cost, TurnStatus};
 

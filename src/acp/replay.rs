@@ -9,10 +9,11 @@ use agent_client_protocol::v1::schema::{SessionId, SessionNotification};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, Error};
 
+use super::coalesce::Coalescer;
 use super::door::Door;
 use super::errors::store_error;
 use super::log::{decode, LogCursor};
-use super::project::{Coalescer, Effect, Projector, ProjectorOptions};
+use super::project::{Effect, Projector, ProjectorOptions};
 use crate::universal::{Cost, EventData};
 
 /// How long a load waits for the engine to end a turn a previous process left open.
