@@ -12,6 +12,7 @@ pub mod args;
 pub mod connect;
 pub mod error;
 pub mod exec;
+pub mod format;
 pub mod local;
 pub mod paint;
 pub mod prompts;

@@ -9,7 +9,8 @@
 use serde_json::Value;
 
 use super::error::ClientError;
-use super::render::{one_line, Style};
+use super::format::one_line;
+use super::render::Style;
 use super::view::View;
 use crate::universal::{PermissionData, QuestionData, QuestionSpec};
 
