@@ -43,27 +43,6 @@ fn other_property(index: usize) -> String {
     format!("q{}_other", index + 1)
 }
 
-/// The questions, as the client sees them: the data's full questions, or its first question
-/// (`prompt`, `options`) for data without them.
-fn questions(q: &QuestionData) -> Vec<QuestionSpec> {
-    if !q.questions.is_empty() {
-        return q.questions.clone();
-    }
-    vec![QuestionSpec {
-        question: q.prompt.clone(),
-        header: None,
-        options: q
-            .options
-            .iter()
-            .map(|label| crate::universal::QuestionOption {
-                label: label.clone(),
-                description: None,
-            })
-            .collect(),
-        multi_select: false,
-    }]
-}
-
 /// The message shown above the form: the question, or every question on its own line.
 fn message(specs: &[QuestionSpec]) -> String {
     match specs {
@@ -82,7 +61,7 @@ pub fn elicitation(
     tool_call_id: Option<&str>,
     q: &QuestionData,
 ) -> CreateElicitationRequest {
-    let specs = questions(q);
+    let specs = q.specs();
     let mut schema = ElicitationSchema::new();
     for (i, spec) in specs.iter().enumerate() {
         let title = spec.header.clone().unwrap_or_else(|| spec.question.clone());
@@ -158,7 +137,7 @@ pub fn elicitation_answer(q: &QuestionData, action: &ElicitationAction) -> Answe
             _ => Vec::new(),
         }
     };
-    let answers: Vec<Vec<String>> = (0..questions(q).len())
+    let answers: Vec<Vec<String>> = (0..q.specs().len())
         .map(|i| {
             let other = text(content.get(&other_property(i)));
             if other.is_empty() {
@@ -181,7 +160,7 @@ pub fn permission_fallback(
     tool_call_id: Option<&str>,
     q: &QuestionData,
 ) -> RequestPermissionRequest {
-    let specs = questions(q);
+    let specs = q.specs();
     let first = specs.first();
     let mut options: Vec<PermissionOption> = first
         .map(|s| {
@@ -219,7 +198,7 @@ pub fn permission_answer(q: &QuestionData, outcome: &RequestPermissionOutcome) -
     let RequestPermissionOutcome::Selected(selected) = outcome else {
         return Answer::Skip;
     };
-    let specs = questions(q);
+    let specs = q.specs();
     let chosen = selected
         .option_id
         .to_string()

@@ -67,7 +67,7 @@ impl AnswerBook {
     /// The answers to a question, each of its questions looked up by text, header, the
     /// question's id with `#N` (1-based), or `*`; `None` when one of them has no answer.
     pub fn question(&self, q: &QuestionData) -> Option<Vec<Vec<String>>> {
-        let specs = specs_of(q);
+        let specs = q.specs();
         let mut answers = Vec::new();
         for (i, spec) in specs.iter().enumerate() {
             let keys = [
@@ -110,26 +110,6 @@ fn reply_word(text: &str) -> Option<&'static str> {
         "reject" | "n" | "no" | "deny" | "" => Some("reject"),
         _ => None,
     }
-}
-
-/// The questions of a `question.requested` (older events carry only `prompt` and `options`).
-pub fn specs_of(q: &QuestionData) -> Vec<QuestionSpec> {
-    if !q.questions.is_empty() {
-        return q.questions.clone();
-    }
-    vec![QuestionSpec {
-        question: q.prompt.clone(),
-        header: None,
-        options: q
-            .options
-            .iter()
-            .map(|label| crate::universal::QuestionOption {
-                label: label.clone(),
-                description: None,
-            })
-            .collect(),
-        multi_select: false,
-    }]
 }
 
 /// Reads what the user typed for one option list: numbers pick options (several for a
@@ -219,7 +199,7 @@ impl Asker {
             Asker::Terminal => {
                 view.stop_spinner();
                 let mut answers = Vec::new();
-                for spec in specs_of(q) {
+                for spec in q.specs() {
                     let head = spec
                         .header
                         .as_deref()

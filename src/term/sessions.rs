@@ -142,7 +142,7 @@ async fn answer_args(
     let Some(question) = question else {
         return Err(ClientError::usage("the session has no open question"));
     };
-    let specs = super::prompts::specs_of(&question);
+    let specs = question.specs();
     if rest.len() != specs.len() {
         return Err(ClientError::usage(format!(
             "give one answer per question ({} here)",

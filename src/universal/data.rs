@@ -196,6 +196,29 @@ pub struct QuestionData {
     pub answers: Option<Vec<Vec<String>>>,
 }
 
+impl QuestionData {
+    /// Every question asked: `questions`, or for data that has none (events older than that
+    /// field) one question made of `prompt` and `options`. What every door shows the user.
+    pub fn specs(&self) -> Vec<QuestionSpec> {
+        if !self.questions.is_empty() {
+            return self.questions.clone();
+        }
+        vec![QuestionSpec {
+            question: self.prompt.clone(),
+            header: None,
+            options: self
+                .options
+                .iter()
+                .map(|label| QuestionOption {
+                    label: label.clone(),
+                    description: None,
+                })
+                .collect(),
+            multi_select: false,
+        }]
+    }
+}
+
 /// One question of an `ask_user` call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct QuestionSpec {
