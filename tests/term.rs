@@ -13,7 +13,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::daemon::{binary, wait_session_empty, Daemon, TempDir};
+use support::daemon::{binary, free_port, wait_session_empty, Daemon, TempDir};
 
 /// A user of the client: a home of their own (no user config, no history of others), a data
 /// directory and a working directory beside it.
@@ -534,6 +534,93 @@ async fn sessions_events_follow_a_live_session_and_steer_it() {
     assert_eq!(o.status.code(), Some(0));
     let info: Value = d.get("/v1/sessions/live").await.json().await.unwrap();
     assert_eq!(info["status"], "ended");
+    d.stop();
+}
+
+/// `sessions events --follow` outlives its daemon: killed with SIGKILL and started again on
+/// the same address and data directory, the daemon serves the follower from the event after
+/// the last one it printed — the later turn arrives, nothing twice, nothing missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_events_follow_reconnects_across_a_daemon_restart() {
+    let data = TempDir::new("term-reconnect-data");
+    let port = free_port();
+    let d = Daemon::start_in_on(data.path(), port);
+    let u = User::new("term-reconnect");
+    d.create("kept", serde_json::json!({"agent": "mock"})).await;
+    d.message("kept", "echo before the crash").await;
+    d.wait_turns_ended("kept", 1).await;
+    let mut follower = u
+        .command(&[
+            "sessions", "--url", &d.base, "events", "kept", "--follow", "--json",
+        ])
+        .spawn()
+        .unwrap();
+    let follower_pid = follower.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = follower.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let event: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not an event ({e}): {line}"));
+            if tx.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| -> Value {
+        rx.recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the follower printed no event while waiting for {what}"))
+    };
+    let mut seen = Vec::new();
+    loop {
+        let event = next("the first turn");
+        seen.push(event.clone());
+        if event["type"] == "turn.ended" {
+            break;
+        }
+    }
+
+    let killed = d.kill9();
+    assert!(
+        wait_session_empty(killed, Duration::from_secs(10)).is_empty(),
+        "the crashed daemon's session"
+    );
+    // The follower keeps trying while the daemon is down.
+    std::thread::sleep(Duration::from_millis(700));
+    let d = Daemon::start_in_on(data.path(), port);
+    d.message("kept", "echo after the restart").await;
+    loop {
+        let event = next("the turn after the restart");
+        seen.push(event.clone());
+        if event["type"] == "item.completed"
+            && event["data"]["item"]["content"][0]["text"] == "after the restart"
+        {
+            // Read on to that turn's end.
+            while next("the turn's end")["type"] != "turn.ended" {}
+            break;
+        }
+    }
+    let sequences: Vec<u64> = seen
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    let expected: Vec<u64> = (1..=sequences.len() as u64).collect();
+    assert_eq!(sequences, expected, "dense, in order, nothing twice");
+    assert!(
+        seen.iter().any(|e| e["type"] == "item.completed"
+            && e["data"]["item"]["content"][0]["text"] == "before the crash"),
+        "the first turn's answer"
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(follower_pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_eq!(follower.wait().unwrap().code(), Some(0));
+    reader.join().unwrap();
+    assert!(wait_session_empty(follower_pid, Duration::from_secs(10)).is_empty());
     d.stop();
 }
 

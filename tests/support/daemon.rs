@@ -227,6 +227,26 @@ impl Daemon {
         d
     }
 
+    /// [`Daemon::start_in`] on a fixed loopback `port` (a daemon restarted where its clients
+    /// left it: they reconnect to the same address).
+    pub fn start_in_on(data_dir: &Path, port: u16) -> Daemon {
+        let mut cmd = Command::new(binary());
+        cmd.arg("server")
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--no-token",
+            ])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("RUST_LOG", "info");
+        let mut d = Daemon::launch(cmd, None, data_dir.to_path_buf());
+        d.keep_data = true;
+        d
+    }
+
     /// Kills the daemon with SIGKILL (a crash) and waits for it; its agents are left behind,
     /// as a crash leaves them. Returns its pid (the session id of what it spawned).
     pub fn kill9(mut self) -> i32 {
