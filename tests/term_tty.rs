@@ -339,3 +339,86 @@ fn resume_without_a_prompt_opens_the_repl_on_the_session() {
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert_eq!(pane.leftovers(), Vec::<String>::new());
 }
+
+/// The REPL's session commands: `/help`, `/mode` (shown, refused, set), `/new`, `/sessions`
+/// (the current one marked), `/resume <id>` and `/cost` of the session resumed; the modes are
+/// what the sessions record.
+#[test]
+fn the_repl_moves_between_sessions_and_modes() {
+    if !have_tmux() {
+        return;
+    }
+    let pane = Pane::start_with_env(&[], &[("CODEBUFFD_AGENT", "mock")]);
+    pane.wait_for("/help for commands");
+    pane.type_line("/help");
+    pane.wait_for("/resume <id|last>  continue another session");
+    pane.type_line("/resume");
+    pane.wait_for("/resume needs a session id or `last`");
+    pane.type_line("/mode");
+    pane.wait_for("the next turn runs in build mode");
+    pane.type_line("echo in the first session");
+    pane.wait_for("✓ completed in ");
+    pane.type_line("/mode fast");
+    pane.wait_for("agentMode `fast` is not supported; use one of build, free, max, plan");
+    pane.type_line("/mode plan");
+    pane.type_line("/mode");
+    pane.wait_for("the next turn runs in plan mode");
+    pane.type_line("/new");
+    pane.wait_for("a new session starts with your next line");
+    pane.type_line("echo in the second session");
+    pane.wait_for_n("✓ completed in ", 2);
+    pane.type_line("echo again in the second session");
+    pane.wait_for_n("✓ completed in ", 3);
+    pane.type_line("/sessions");
+    let screen = pane.wait_for("2 turns");
+    // `/sessions` lines: `<mark> <id>  mock …`, the current session marked `*`.
+    let listed: Vec<(bool, String)> = screen
+        .lines()
+        .filter(|l| l.contains(" mock "))
+        .filter_map(|l| {
+            let current = l.starts_with('*');
+            let id = l.trim_start_matches(['*', ' ']).split_whitespace().next()?;
+            (id.len() == 36).then(|| (current, id.to_owned()))
+        })
+        .collect();
+    assert_eq!(listed.len(), 2, "{screen}");
+    let first = listed
+        .iter()
+        .find(|(current, _)| !current)
+        .unwrap()
+        .1
+        .clone();
+    let second = listed
+        .iter()
+        .find(|(current, _)| *current)
+        .unwrap()
+        .1
+        .clone();
+    pane.type_line(&format!("/resume {first}"));
+    pane.wait_for(&format!("session {first}"));
+    pane.type_line("/cost");
+    pane.wait_for("over 1 turns");
+    pane.type_line("/exit");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        screen.contains(&format!("resume with: codebuffd resume {first}")),
+        "{screen}"
+    );
+    assert_eq!(pane.leftovers(), Vec::<String>::new());
+    // Both sessions run in plan mode now: the first was switched, the second began in it.
+    for (id, turns) in [(&first, 1), (&second, 2)] {
+        let out = Command::new(binary())
+            .args(["sessions", "show", id, "--json"])
+            .env("HOME", pane.home.path())
+            .env("XDG_CONFIG_HOME", pane.home.path().join("config"))
+            .env("CODEBUFFD_DATA_DIR", pane.home.path().join("data"))
+            .current_dir(pane.work())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(info["agentMode"], "plan", "{info}");
+        assert_eq!(info["turns"], turns, "{info}");
+    }
+}

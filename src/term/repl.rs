@@ -30,7 +30,7 @@ const HELP: &str = "\
 /new               start a new session (the next line is its first turn)
 /sessions          list the sessions
 /resume <id|last>  continue another session
-/mode <mode>       build, free, max or plan (this session's next turns; new sessions)
+/mode [<mode>]     build, free, max or plan (this session's next turns; new sessions)
 /cost              what this session has spent
 /cancel            cancel the session's running turn
 /exit              leave (also Ctrl-D)";
@@ -157,6 +157,20 @@ pub async fn run(
                         session = Some(id);
                     })
                 }
+                ("resume", None) => Err(ClientError::usage(
+                    "/resume needs a session id or `last` (/sessions lists them)",
+                )),
+                // Without a mode: the one the next turn runs in.
+                ("mode", None) => match &session {
+                    Some(id) => transport.info(id).await.map(|s| s.agent_mode),
+                    None => Ok(settings
+                        .mode
+                        .clone()
+                        .unwrap_or_else(|| crate::session::AGENT_MODES[0].to_owned())),
+                }
+                .map(|mode| {
+                    view.notice(Style::Plain, &format!("the next turn runs in {mode} mode"))
+                }),
                 ("mode", Some(mode)) => {
                     settings.mode = Some(mode.to_owned());
                     match &session {
