@@ -134,6 +134,9 @@ pub fn daemon_command(s: &Settings, port: u16, data_dir: &Path) -> Command {
         .arg("--data-dir")
         .arg(data_dir)
         .args(&s.daemon_args)
+        // Sessions run in the daemon's working directory, which must be neither the checkout
+        // nor the data directory (the daemon refuses both): a scratch place, as a user's.
+        .current_dir(std::env::temp_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(if std::env::var_os("LOAD_DAEMON_LOG").is_some() {

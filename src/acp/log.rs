@@ -12,7 +12,7 @@ use crate::store::{wait_after, EventStore, StoreError, StoredEvent};
 use crate::universal::EventData;
 
 /// Events read from the log at once.
-const PAGE: usize = 256;
+const PAGE: usize = 1024;
 
 /// A reader of one session's log.
 pub struct LogCursor {
@@ -80,6 +80,9 @@ struct DataOnly<'a> {
 
 /// The payload of a stored event (only its `data` is parsed).
 pub fn decode(event: &StoredEvent) -> Result<EventData, serde_json::Error> {
+    if let Some(data) = event.data_json() {
+        return EventData::from_parts(event.event_type, data);
+    }
     let envelope: DataOnly<'_> = serde_json::from_str(&event.json)?;
     EventData::from_parts(event.event_type, envelope.data.get())
 }

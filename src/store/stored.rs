@@ -169,6 +169,22 @@ impl StoredEvent {
         })
     }
 
+    /// The text of the envelope's `data`, found without parsing the envelope: it follows the
+    /// envelope's own `,"type":"<type>","data":` (the first `,"type":"`, as [`stored_type`]
+    /// explains) and ends where the stored text's closing `,"raw":null}` begins. `None` when
+    /// the text is not laid out so; the caller then parses it whole. Readers that project
+    /// every event (the ACP door) spend most of a decode skipping the envelope otherwise.
+    pub fn data_json(&self) -> Option<&str> {
+        const TYPE_KEY: &str = ",\"type\":\"";
+        const DATA_KEY: &str = "\",\"data\":";
+        const RAW_END: &str = ",\"raw\":null}";
+        let at = self.json.find(TYPE_KEY)? + TYPE_KEY.len();
+        let rest = self.json[at..]
+            .strip_prefix(self.event_type)?
+            .strip_prefix(DATA_KEY)?;
+        rest.strip_suffix(RAW_END)
+    }
+
     /// True for the events that end a turn or the session.
     pub fn ends_something(&self) -> bool {
         matches!(self.event_type, "turn.ended" | "session.ended")
@@ -244,6 +260,27 @@ mod tests {
         assert_eq!(read.json(true), e.to_json(true));
         assert!(read.raw.as_ref().unwrap().is_text());
         assert_eq!(read.decode().unwrap(), e);
+    }
+
+    #[test]
+    fn data_json_is_the_envelopes_data_written_or_read_back() {
+        for raw in [None, Some(RawLine::Text("plain".into()))] {
+            let e = event(5, raw);
+            let written = StoredEvent::new(e.clone());
+            let read = StoredEvent::from_stored(5, written.json.clone(), None).unwrap();
+            for stored in [&written, &read] {
+                let data: serde_json::Value =
+                    serde_json::from_str(stored.data_json().unwrap()).unwrap();
+                let whole: serde_json::Value = serde_json::from_str(&e.to_json(true)).unwrap();
+                assert_eq!(data, whole["data"]);
+                // The delta's own text holds `"type":"turn.ended"`: the envelope's is found.
+                assert_eq!(data["delta"], "a \"type\":\"turn.ended\" b\nc");
+            }
+        }
+        // Text laid out otherwise is left to a full parse.
+        let mut odd = StoredEvent::new(event(6, None));
+        odd.json = odd.json.replace(",\"raw\":null}", "}");
+        assert_eq!(odd.data_json(), None);
     }
 
     #[test]
