@@ -12,7 +12,8 @@
 //! One core, no I/O: output goes to an in-memory buffer that is reused (as socket buffers are).
 //! Prints lines/s, events/s and ns/event (target: ≥ 1,000,000 events/s).
 //!
-//! Run: `cargo bench --bench convert`
+//! Run: `cargo bench --bench convert`. Without `--bench` (`cargo test --benches`, as `.ci/run`
+//! does) it runs a smoke version: a few thousand lines, one round, numbers meaningless.
 
 use std::fs;
 use std::path::PathBuf;
@@ -35,8 +36,23 @@ const CAPTURED: &[&str] = &[
 ];
 const TARGET_LINES: usize = 400_000;
 const ROUNDS: usize = 5;
+/// Lines and rounds of the smoke version.
+const SMOKE_LINES: usize = 4_000;
+const SMOKE_ROUNDS: usize = 1;
+
+/// The stream's length and the rounds measured: the real sizes under `cargo bench`, which
+/// passes `--bench`; tiny ones otherwise.
+fn sizes() -> (usize, usize) {
+    if std::env::args().any(|a| a == "--bench") {
+        (TARGET_LINES, ROUNDS)
+    } else {
+        println!("smoke mode (run with --bench): tiny sizes, numbers are meaningless");
+        (SMOKE_LINES, SMOKE_ROUNDS)
+    }
+}
 
 fn main() {
+    let (target_lines, rounds) = sizes();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/codebuff");
     let mut unit: Vec<Vec<u8>> = Vec::new();
     for name in CAPTURED {
@@ -50,17 +66,17 @@ fn main() {
     // CONVERT_MIX=captured|token runs one mix only (for profiling).
     let only = std::env::var("CONVERT_MIX").ok();
     if only.as_deref() != Some("token") {
-        measure("captured mix", &repeat(&unit));
+        measure("captured mix", &repeat(&unit, target_lines), rounds);
     }
     if only.as_deref() != Some("captured") {
         let tokens: Vec<Vec<u8>> = unit.iter().flat_map(|l| rechunk(l)).collect();
-        measure("token mix", &repeat(&tokens));
+        measure("token mix", &repeat(&tokens, target_lines), rounds);
     }
 }
 
-fn repeat(unit: &[Vec<u8>]) -> Vec<Vec<u8>> {
-    let mut lines = Vec::with_capacity(TARGET_LINES + unit.len());
-    while lines.len() < TARGET_LINES {
+fn repeat(unit: &[Vec<u8>], target: usize) -> Vec<Vec<u8>> {
+    let mut lines = Vec::with_capacity(target + unit.len());
+    while lines.len() < target {
         lines.extend(unit.iter().cloned());
     }
     lines
@@ -93,19 +109,19 @@ fn rechunk(line: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn measure(label: &str, lines: &[Vec<u8>]) {
+fn measure(label: &str, lines: &[Vec<u8>], rounds: usize) {
     let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
 
     let mut best = f64::MAX;
     let mut events = 0u64;
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let (secs, n) = run(lines);
         best = best.min(secs);
         events = n;
     }
     let n_lines = lines.len() as f64;
     println!(
-        "{label}: {} lines ({:.1} MiB) -> {} universal events; best of {ROUNDS}: {:.3} s",
+        "{label}: {} lines ({:.1} MiB) -> {} universal events; best of {rounds}: {:.3} s",
         lines.len(),
         bytes as f64 / (1024.0 * 1024.0),
         events,

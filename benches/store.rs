@@ -3,7 +3,9 @@
 //! events — for memory, SQLite and (when `CODEBUFFD_TEST_POSTGRES_URL` is set) Postgres.
 //!
 //! `cargo bench --bench store` runs every case, each in a child process of its own so memory
-//! numbers are not mixed; `cargo bench --bench store -- CASE STORE [BATCH]` runs one.
+//! numbers are not mixed; `cargo bench --bench store -- CASE STORE [BATCH]` runs one. Without
+//! `--bench` (`cargo test --benches`, as `.ci/run` does) every size is a hundredth: a smoke
+//! version whose numbers mean nothing.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -15,6 +17,20 @@ use codebuffd::universal::{ErrorData, EventData, EventDraft, RawLine, TurnData, 
 use serde_json::value::RawValue;
 
 const POSTGRES_URL: &str = "CODEBUFFD_TEST_POSTGRES_URL";
+
+/// True under `cargo bench` (which passes `--bench`; `run_all` passes it on to its children).
+fn measuring() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+/// A size of the real run, or a hundredth of it in the smoke version.
+fn sized(n: u64) -> u64 {
+    if measuring() {
+        n
+    } else {
+        (n / 100).max(1)
+    }
+}
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -38,9 +54,16 @@ fn run_all() {
         println!("(postgres skipped: {POSTGRES_URL} is not set)");
     }
     let me = std::env::current_exe().expect("the benchmark's own path");
+    let bench: &[&str] = if measuring() {
+        &["--bench"]
+    } else {
+        println!("smoke mode (run with --bench): tiny sizes, numbers are meaningless");
+        &[]
+    };
     let run = |args: &[&str]| {
         let status = Command::new(&me)
             .args(args)
+            .args(bench)
             .status()
             .expect("a child benchmark");
         assert!(status.success(), "{args:?} failed");
@@ -118,7 +141,7 @@ fn append(store: &dyn EventStore, id: &str, mut drafts: Vec<EventDraft>) -> u64 
 fn throughput(kind: &str, batch: u64) {
     let (store, _scratch) = open(kind);
     let id = session(&*store, "throughput");
-    let events: u64 = if batch == 1 { 20_000 } else { 64_000 };
+    let events: u64 = sized(if batch == 1 { 20_000 } else { 64_000 });
     let started = Instant::now();
     let mut n = 0;
     while n < events {
@@ -141,7 +164,7 @@ fn turn_end(kind: &str) {
     let (store, _scratch) = open(kind);
     let id = session(&*store, "turn-end");
     let mut times: Vec<Duration> = Vec::new();
-    for turn in 0..200u64 {
+    for turn in 0..sized(200) {
         append(
             &*store,
             &id,
@@ -176,8 +199,9 @@ fn rss(kind: &str) {
     let ids: Vec<String> = (0..20)
         .map(|s| session(&*store, &format!("rss{s}")))
         .collect();
+    let per_session = sized(10_000) / 16 * 16;
     let started = Instant::now();
-    for round in 0..(10_000 / 16) {
+    for round in 0..per_session / 16 {
         for id in &ids {
             append(
                 &*store,
@@ -197,12 +221,13 @@ fn rss(kind: &str) {
         cursor = last.sequence;
         read += page.len();
     }
-    assert_eq!(read, 10_000);
+    assert_eq!(read as u64, per_session);
     let replayed = memory_kb();
     println!(
-        "{kind:>8} 200,000 events in {:.2} s ({:.0} events/s): RSS {} MB before opening, {} MB after storing, {} MB after replaying a session; peak {} MB",
+        "{kind:>8} {} events in {:.2} s ({:.0} events/s): RSS {} MB before opening, {} MB after storing, {} MB after replaying a session; peak {} MB",
+        20 * per_session,
         elapsed.as_secs_f64(),
-        200_000.0 / elapsed.as_secs_f64(),
+        (20 * per_session) as f64 / elapsed.as_secs_f64(),
         before.0 / 1024,
         stored.0 / 1024,
         replayed.0 / 1024,

@@ -143,7 +143,7 @@ fn main() {
         s.clk_tck
     );
     if s.smoke {
-        println!("smoke mode (run without --bench): tiny sizes, numbers are meaningless");
+        println!("smoke mode (run with --bench): tiny sizes, numbers are meaningless");
     }
     let load_before = daemon::load_average();
     println!("load average before: {load_before}");

@@ -37,6 +37,8 @@ pub struct DaemonOptions {
     /// Starts the daemon with this soft limit of open files (the hard limit unchanged), as a
     /// machine with a low default would.
     pub open_files_soft_limit: Option<u64>,
+    /// A fixed loopback port ([`Daemon::start_in_with`] only; otherwise one the daemon picks).
+    pub port: Option<u16>,
 }
 
 /// A scratch directory removed on drop.
@@ -208,16 +210,11 @@ impl Daemon {
 
     /// [`Daemon::start_in`] with options (arguments and environment; no token).
     pub fn start_in_with(data_dir: &Path, opts: DaemonOptions) -> Daemon {
+        let port = opts.port.unwrap_or(0).to_string();
         let mut cmd = Command::new(binary());
         cmd.arg("server")
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-                "--no-token",
-                "--data-dir",
-            ])
+            .args(["--host", "127.0.0.1", "--port", &port, "--no-token"])
+            .arg("--data-dir")
             .arg(data_dir)
             .args(&opts.args)
             .env("RUST_LOG", "info")
@@ -230,21 +227,13 @@ impl Daemon {
     /// [`Daemon::start_in`] on a fixed loopback `port` (a daemon restarted where its clients
     /// left it: they reconnect to the same address).
     pub fn start_in_on(data_dir: &Path, port: u16) -> Daemon {
-        let mut cmd = Command::new(binary());
-        cmd.arg("server")
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--no-token",
-            ])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .env("RUST_LOG", "info");
-        let mut d = Daemon::launch(cmd, None, data_dir.to_path_buf());
-        d.keep_data = true;
-        d
+        Daemon::start_in_with(
+            data_dir,
+            DaemonOptions {
+                port: Some(port),
+                ..Default::default()
+            },
+        )
     }
 
     /// Kills the daemon with SIGKILL (a crash) and waits for it; its agents are left behind,
