@@ -38,10 +38,14 @@ test('mock: health, agents, a session with prompts, events, permissions, destroy
   const answer = await session.prompt([{ type: 'text', text: 'stream Hello from the SDK' }])
   assert.equal(answer.stopReason, 'end_turn')
   await waitFor('the streamed answer', () => agentText(events) === 'Hello from the SDK')
-  // getEvents: what the SDK recorded of the session, both directions.
-  const recorded = await sdk.getEvents({ sessionId: session.id, limit: 1000 })
+  // getEvents: what the SDK recorded of the session, both directions. The SDK records what it
+  // observes in the background (one queue per session), so the prompt's answer may be recorded
+  // a moment after the last chunk's listener ran: wait for it.
+  const recorded = await waitFor('the answer recorded by the SDK', async () => {
+    const page = await sdk.getEvents({ sessionId: session.id, limit: 1000 })
+    return page.items.some((e) => e.sender === 'agent' && e.payload.result?.stopReason === 'end_turn') && page
+  })
   assert.ok(recorded.items.some((e) => e.sender === 'client' && e.payload.method === 'session/prompt'))
-  assert.ok(recorded.items.some((e) => e.sender === 'agent' && e.payload.result?.stopReason === 'end_turn'))
   assert.equal(agentText(recorded.items), 'Hello from the SDK')
 
   // Permissions: the mock's `gated` asks before a write and before a command.
