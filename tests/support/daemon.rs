@@ -60,8 +60,11 @@ impl TempDir {
 }
 
 impl Drop for TempDir {
+    /// Removes the directory and, when a daemon ran on it as its data directory, the working
+    /// directory [`Daemon::launch`] made beside it (`<dir>.work`).
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(work_dir(&self.0));
     }
 }
 
