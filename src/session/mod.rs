@@ -2,12 +2,17 @@
 //! the registry of all sessions, and their records.
 
 mod actor;
+mod answers;
+mod command;
 mod context;
+mod create;
+mod ending;
 mod error;
 mod follow;
 mod info;
 mod manager;
 mod message;
+mod queue;
 mod record;
 mod recover;
 mod recovery;
@@ -24,8 +29,9 @@ pub use crate::universal::PermissionReply;
 pub use error::SessionError;
 pub use follow::{Follow, LoggedEvent, DEFAULT_PAGE};
 pub use info::{EndState, SessionInfo, SessionStatus};
-pub use manager::SessionManager;
+pub use manager::{Cancel, QueuedTurn, SessionManager};
 pub use message::UserMessage;
+pub use queue::MAX_QUEUED;
 pub use recovery::LogSummary;
 pub use settings::{CreatePolicy, CreateRequest, SessionSettings, AGENT_MODES, PERMISSION_MODES};
 pub use tracker::{TurnEnd, TurnTracker};
