@@ -24,7 +24,7 @@ use super::acp::{AcpHttp, AgentQuery};
 use super::extract::ApiQuery;
 use super::problem::Problem;
 use crate::acp::remote::{Server, Servers};
-use crate::agent::AgentKind;
+use crate::session::AgentKind;
 use crate::scope::ConnectionScope;
 
 /// The subprotocol a client may offer (besides `bearer.<token>`); echoed when offered.

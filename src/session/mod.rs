@@ -2,6 +2,7 @@
 //! the registry of all sessions, and their records.
 
 mod actor;
+mod agents;
 mod answers;
 mod command;
 mod context;
@@ -21,6 +22,7 @@ mod settings;
 mod tracker;
 mod turn;
 
+pub use agents::AgentStatus;
 pub use context::{Limits, SessionContext};
 // The engine's facade: what a door needs to name agents, prompt images and permission
 // replies, without reaching into the layers below.
