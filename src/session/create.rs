@@ -22,7 +22,7 @@ use crate::sync::{LockExt, RwLockExt};
 impl SessionManager {
     /// Creates a session: validates the request, makes sure its agent can run (installing the
     /// adapter's dependencies when missing), records `session.started` and starts its actor.
-    /// Returns the native session id (none yet for a new session).
+    /// Returns the new session's info.
     pub async fn create(&self, id: &str, req: CreateRequest) -> Result<SessionInfo, SessionError> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(SessionError::ShuttingDown);

@@ -1,4 +1,5 @@
-//! What can go wrong with a session request; the HTTP layer maps each to a problem document.
+//! What can go wrong with a session request; each door maps it to its protocol's error (a
+//! problem document, a JSON-RPC error, an `action-error`, an exit status).
 
 use crate::store::StoreError;
 
