@@ -88,8 +88,11 @@ function setTitle(text) {
 function route() {
   current?.dispose()
   const match = /^#\/sessions\/(.+)$/.exec(location.hash)
-  if (match) {
-    const id = decodeURIComponent(match[1])
+  let id = null
+  try {
+    id = match ? decodeURIComponent(match[1]) : null
+  } catch {}
+  if (id) {
     current = sessionView(view, { api, id, setTitle })
   } else {
     current = listView(view, { api, setTitle })

@@ -21,7 +21,8 @@ export function listView(root, { api, setTitle }) {
   const filter = new Set()
   let timer = 0
   let disposed = false
-  let loading = null
+  /** Bumped by every read of the list: an answer to an older one is dropped. */
+  let generation = 0
 
   const error = h('p', { class: 'err', role: 'alert' })
   const chips = STATUSES.map((s) =>
@@ -91,27 +92,38 @@ export function listView(root, { api, setTitle }) {
   /** Reads the first `shown` sessions again (a page at most MAX_REFRESH long). */
   async function reload() {
     clearTimeout(timer)
-    const run = (async () => {
-      try {
-        const page = await api.get(query(Math.min(shown, MAX_REFRESH)))
-        if (disposed) return
-        if (shown > MAX_REFRESH) {
-          // Past the first MAX_REFRESH rows, keep what "load more" fetched.
-          const fresh = new Set(page.sessions.map((s) => s.sessionId))
-          sessions = [...page.sessions, ...sessions.slice(MAX_REFRESH).filter((s) => !fresh.has(s.sessionId))]
-        } else {
-          sessions = page.sessions
-          next = page.nextCursor ?? null
-        }
-        error.textContent = ''
-        drawRows()
-      } catch (e) {
-        if (!disposed) error.textContent = `Cannot list sessions: ${e.message}`
+    const gen = ++generation
+    try {
+      const page = await api.get(query(Math.min(shown, MAX_REFRESH)))
+      if (disposed || gen !== generation) return
+      const fresh = new Set(page.sessions.map((s) => s.sessionId))
+      let again = false
+      if (shown > MAX_REFRESH) {
+        // Past the first MAX_REFRESH rows, keep what "load more" fetched.
+        sessions = [...page.sessions, ...sessions.slice(MAX_REFRESH).filter((s) => !fresh.has(s.sessionId))]
+      } else {
+        // Sessions created since the last read push as many loaded rows past `shown`: keep
+        // those (older than the page's last row) and read again with room for them all.
+        const top = sessions[0]?.createdAt ?? Infinity
+        const added = page.sessions.filter((s) => s.createdAt > top).length
+        const last = page.sessions.at(-1)?.createdAt ?? 0
+        const pushed = added > 0 && page.nextCursor ? sessions.filter((s) => !fresh.has(s.sessionId) && s.createdAt <= last) : []
+        again = pushed.length > 0
+        shown += again ? added : 0
+        sessions = [...page.sessions, ...pushed]
+        next = page.nextCursor ?? null
       }
-    })()
-    loading = run
-    await run
-    if (!disposed && loading === run) timer = setTimeout(tick, 2000)
+      error.textContent = ''
+      drawRows()
+      if (again) {
+        timer = setTimeout(reload, 0)
+        return
+      }
+    } catch (e) {
+      if (disposed || gen !== generation) return
+      error.textContent = `Cannot list sessions: ${e.message}`
+    }
+    timer = setTimeout(tick, 2000)
   }
 
   function tick() {
@@ -119,11 +131,15 @@ export function listView(root, { api, setTitle }) {
     else reload()
   }
 
+  /** The next page after the last row. A refresh under way (with fewer rows) is dropped. */
   async function loadMore() {
     if (!next) return
     more.disabled = true
+    clearTimeout(timer)
+    const gen = ++generation
     try {
       const page = await api.get(query(PAGE, next))
+      if (disposed || gen !== generation) return
       const known = new Set(sessions.map((s) => s.sessionId))
       sessions = [...sessions, ...page.sessions.filter((s) => !known.has(s.sessionId))]
       next = page.nextCursor ?? null
@@ -134,6 +150,7 @@ export function listView(root, { api, setTitle }) {
     } finally {
       more.disabled = false
     }
+    if (!disposed && gen === generation) timer = setTimeout(tick, 2000)
   }
 
   const rowsById = new Map()

@@ -31,6 +31,8 @@ export function sessionView(root, { api, id, setTitle }) {
 
   const ctx = { api, sessionId: id, note: () => refreshInfoSoon() }
 
+  setTitle(id)
+
   // Header.
   const title = h('h1', { class: 's-title' }, id)
   const meta = h('p', { class: 's-meta muted' })
@@ -160,7 +162,7 @@ export function sessionView(root, { api, id, setTitle }) {
   function gone() {
     state = 'gone'
     connection.dataset.state = state
-    connection.textContent = 'this session was deleted'
+    connection.textContent = 'no such session (deleted?)'
     input.disabled = sendButton.disabled = cancelButton.disabled = terminateButton.disabled = deleteButton.disabled = true
   }
 
