@@ -32,7 +32,8 @@ pub async fn init(door: Arc<Door>, out: Outbox, id: String, init: InitAction) {
                 )),
                 agent_names: Some(json!({"codebuff": "Codebuff", "mock": "Mock agent"})),
                 usage: info.cost.credits,
-                remaining_balance: info.remaining,
+                // The protocol requires a number: without a budget, the usage.
+                remaining_balance: info.remaining.unwrap_or(info.cost.credits),
                 next_quota_reset: None,
                 session_id: id,
             })

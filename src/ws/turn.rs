@@ -5,9 +5,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
-use super::server::{Message, PromptOutput, ServerAction, SessionState, ToolCall, ToolResult};
+use super::server::{PromptOutput, ServerAction, ToolCall, ToolResult};
+use super::state::{session_state, History};
 use crate::session::SessionInfo;
 use crate::universal::{
     ContentPart, Cost, ErrorData, EventData, Item, ItemKind, ItemRole, QuestionSpec, TurnStatus,
@@ -36,7 +37,8 @@ pub struct TurnProjection {
     text_items: HashSet<String>,
     /// The item whose delta was the last chunk.
     last_chunk_item: Option<String>,
-    messages: Vec<Message>,
+    /// The turn's top-level messages and tools, in both shapes.
+    history: History,
     tool_calls: Vec<ToolCall>,
     tool_results: Vec<ToolResult>,
     /// Call id → tool name, for naming results.
@@ -53,7 +55,7 @@ impl TurnProjection {
             session_id: session_id.to_owned(),
             text_items: HashSet::new(),
             last_chunk_item: None,
-            messages: Vec::new(),
+            history: History::default(),
             tool_calls: Vec::new(),
             tool_results: Vec::new(),
             tool_names: HashMap::new(),
@@ -138,14 +140,12 @@ impl TurnProjection {
         match (item.kind, item.role) {
             (ItemKind::Message, Some(role @ (ItemRole::User | ItemRole::Assistant))) if top => {
                 if let Some(text) = text_of(item) {
-                    self.messages.push(Message {
-                        role: if role == ItemRole::User {
-                            "user"
-                        } else {
-                            "assistant"
-                        },
-                        content: text,
-                    });
+                    let role = if role == ItemRole::User {
+                        "user"
+                    } else {
+                        "assistant"
+                    };
+                    self.history.text(role, text);
                 }
             }
             (ItemKind::ToolCall, _) => {
@@ -157,23 +157,23 @@ impl TurnProjection {
                     } = part
                     {
                         self.tool_names.insert(call_id.clone(), name.clone());
-                        self.tool_calls.push(ToolCall {
-                            tool_call_id: call_id.clone(),
-                            tool_name: name.clone(),
-                            input: serde_json::from_str(arguments)
-                                .unwrap_or_else(|_| Value::String(arguments.clone())),
-                        });
+                        let call = ToolCall::new(call_id, name, arguments);
+                        if top {
+                            self.history.tool_call(&call);
+                        }
+                        self.tool_calls.push(call);
                     }
                 }
             }
             (ItemKind::ToolResult, _) => {
                 for part in item.content.iter() {
                     if let ContentPart::ToolResult { call_id, output } = part {
-                        self.tool_results.push(ToolResult {
-                            tool_call_id: call_id.clone(),
-                            tool_name: self.tool_names.get(call_id).cloned(),
-                            output: output.clone(),
-                        });
+                        let name = self.tool_names.get(call_id).map(String::as_str);
+                        let result = ToolResult::new(call_id, name, output);
+                        if top {
+                            self.history.tool_result(&result);
+                        }
+                        self.tool_results.push(result);
                     }
                 }
             }
@@ -182,8 +182,9 @@ impl TurnProjection {
     }
 
     /// The final action: `prompt-response` for a completed turn, else `prompt-error` with the
-    /// typed cause. `info` is the session after the turn (its cost, budget, mode).
-    pub fn finish(self, info: &SessionInfo) -> ServerAction {
+    /// typed cause. `info` is the session after the turn (its cost, budget, mode); `client`
+    /// the `sessionState` the prompt carried.
+    pub fn finish(self, info: &SessionInfo, client: Option<&Map<String, Value>>) -> ServerAction {
         let Some(end) = self.end else {
             return ServerAction::PromptError {
                 user_input_id: self.prompt_id,
@@ -203,24 +204,10 @@ impl TurnProjection {
                 session_id: self.session_id,
             };
         }
-        let answer = self
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == "assistant")
-            .map(|m| m.content.clone())
-            .unwrap_or_default();
+        let answer = self.history.answer();
         ServerAction::PromptResponse {
             prompt_id: self.prompt_id,
-            session_state: SessionState {
-                session_id: self.session_id,
-                agent: info.agent.clone(),
-                agent_mode: info.agent_mode.clone(),
-                messages: self.messages,
-                cost: info.cost,
-                turns: info.turns,
-                remaining_balance: info.remaining,
-            },
+            session_state: session_state(client, info, self.history, end.cost.credits),
             tool_calls: self.tool_calls,
             tool_results: self.tool_results,
             output: PromptOutput {
@@ -419,28 +406,40 @@ mod tests {
             tool_calls,
             tool_results,
             output,
-        } = p.finish(&info(7.5, None))
+        } = p.finish(&info(7.5, None), None)
         else {
             panic!("not a prompt-response")
         };
         assert_eq!(prompt_id, "p1");
-        assert_eq!(session_state.session_id, "s");
-        assert_eq!(session_state.cost, Cost::from_credits(7.5));
-        let messages: Vec<(&str, &str)> = session_state
-            .messages
-            .iter()
-            .map(|m| (m.role, m.content.as_str()))
-            .collect();
+        assert_eq!(session_state["sessionId"], "s");
+        assert_eq!(session_state["mainAgentState"]["runId"], "s");
+        assert_eq!(session_state["cost"], json!({"credits": 7.5, "usd": 0.075}));
         assert_eq!(
-            messages,
-            vec![
-                ("user", "stream a b"),
-                ("assistant", "a b"),
-                ("assistant", "done")
-            ]
+            session_state["messages"],
+            json!([{"role": "user", "content": "stream a b"},
+                {"role": "assistant", "content": "a b"},
+                {"role": "assistant", "content": "done"}])
         );
-        assert_eq!(tool_calls[0].input, json!({"path": "a"}));
-        assert_eq!(tool_results[0].tool_name.as_deref(), Some("write_file"));
+        // The subagent's message is not in the main agent's history; its tools are.
+        let history = session_state["mainAgentState"]["messageHistory"]
+            .as_array()
+            .unwrap();
+        assert_eq!(history.len(), 5, "{history:?}");
+        assert_eq!(history[2]["content"][0]["type"], "tool-call");
+        assert_eq!(history[3]["role"], "tool");
+        assert_eq!(
+            session_state["mainAgentState"]["directCreditsUsed"], 2.5,
+            "the turn's cost"
+        );
+        assert_eq!(
+            tool_calls[0].input,
+            *json!({"path": "a"}).as_object().unwrap()
+        );
+        assert_eq!(tool_results[0].tool_name, "write_file");
+        assert_eq!(
+            tool_results[0].output,
+            vec![json!({"type": "json", "value": "ok"})]
+        );
         assert_eq!(output.value, "done");
         assert_eq!(output.status, "completed");
         assert_eq!(output.cost, Cost::from_credits(2.5));
@@ -458,7 +457,7 @@ mod tests {
         ]);
         assert!(done);
         assert_eq!(
-            p.finish(&info(1.0, Some(4.0))),
+            p.finish(&info(1.0, Some(4.0)), None),
             ServerAction::PromptError {
                 user_input_id: "p1".into(),
                 message: "Codebuff backend unreachable".into(),
@@ -474,7 +473,7 @@ mod tests {
         let end = |meta: Value| {
             run(&[json!({"type": "turn.ended", "data": {"phase": "ended", "metadata": meta}})])
                 .0
-                .finish(&info(0.0, None))
+                .finish(&info(0.0, None), None)
         };
         let ServerAction::PromptError { error, message, .. } = end(json!({"status": "failed",
             "cost": {"credits": 0, "usd": 0}, "cost_reported": false, "code": "auth_failed", "message": "bad key"}))
@@ -531,7 +530,7 @@ mod tests {
             json!({"type": "session.ended", "data": {"reason": "terminated", "terminated_by": "daemon", "cost": {"credits": 0, "usd": 0}}}),
         ]);
         assert!(done);
-        assert!(matches!(p.finish(&info(0.0, None)),
+        assert!(matches!(p.finish(&info(0.0, None), None),
             ServerAction::PromptError { error: Some(e), .. } if e == "session_ended"));
     }
 }
