@@ -94,8 +94,8 @@ async fn a_failing_prompt_gets_a_prompt_error_with_the_typed_cause() {
     assert_eq!(
         last_data(&got),
         &json!({"type": "prompt-error", "userInputId": "p-fail",
-            "message": "Codebuff backend unreachable (mock failure)", "error": "backend_error",
-            "sessionId": "f1"})
+            "message": "Codebuff backend unreachable (mock failure) (the agent exited with status 3)",
+            "error": "backend_error", "sessionId": "f1"})
     );
     // The session goes on: the next prompt works.
     let got = ws

@@ -11,8 +11,7 @@ use super::outbox::Outbox;
 use super::server::ServerAction;
 use super::session::{cause, ensure, NewSession};
 use super::Door;
-use crate::codebuff::PermissionReply;
-use crate::session::SessionError;
+use crate::session::{PermissionReply, SessionError};
 
 /// `init`: makes sure session `id` exists, then answers `init-response` with its usage.
 pub async fn init(door: Arc<Door>, out: Outbox, id: String, init: InitAction) {

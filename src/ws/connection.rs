@@ -20,6 +20,7 @@ use super::server::{ServerAction, ServerMessage};
 use super::subscription;
 use super::{CancelTarget, Door};
 use crate::scope::ConnectionScope;
+use crate::sync::LockExt;
 
 /// The close code of a connection closed for its silence (application-defined range).
 pub const CLOSE_HEARTBEAT: u16 = 4000;
@@ -42,7 +43,7 @@ pub struct Routes {
 
 impl Routes {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, String)>> {
-        self.asks.lock().unwrap_or_else(|p| p.into_inner())
+        self.asks.lock_unpoisoned()
     }
 
     /// Forgets what a prompt that is over asked.

@@ -42,6 +42,7 @@ use axum::routing::{get, MethodRouter};
 
 use crate::scope::ConnectionScope;
 use crate::session::SessionManager;
+use crate::sync::LockExt;
 
 pub use connection::{CLOSE_HEARTBEAT, CLOSE_TOO_BIG};
 pub use session::agent_mode_for;
@@ -122,7 +123,7 @@ enum CancelTarget {
 
 impl Door {
     fn prompts(&self) -> std::sync::MutexGuard<'_, HashMap<String, RunningPrompt>> {
-        self.prompts.lock().unwrap_or_else(|p| p.into_inner())
+        self.prompts.lock_unpoisoned()
     }
 
     /// Records that prompt `prompt_id` runs in `session` (its turn not started yet).

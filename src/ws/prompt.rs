@@ -17,14 +17,10 @@ use super::client::PromptAction;
 use super::connection::Routes;
 use super::outbox::Outbox;
 use super::server::ServerAction;
-use super::session::{agent_mode_for, cause, ensure, info_after, NewSession};
+use super::session::{agent_mode_for, cause, ensure, NewSession};
 use super::turn::TurnProjection;
 use super::Door;
 use crate::session::SessionError;
-use crate::store::wait_after;
-
-/// Events read from the log per page.
-const PAGE: usize = 256;
 
 /// Runs prompt `prompt` in session `session_id` and reports it on `out`.
 pub async fn run(
@@ -110,31 +106,22 @@ async fn drive(
         // A cancel came while the prompt waited for its turn.
         manager.cancel(id).await?;
     }
-    let store = manager.store().clone();
-    let mut rx = store.subscribe(id)?;
+    // The turn's events from its `turn.started` on.
+    let mut follow = manager.follow(id, first.saturating_sub(1))?;
     let mut turn = TurnProjection::new(&prompt.prompt_id, id);
     let mut actions = Vec::new();
-    let mut after = first.saturating_sub(1);
     // Declining unanswered questions the client is not shown; aborted when the prompt ends.
     let mut declines = JoinSet::new();
-    'follow: loop {
-        let page = store.read(id, after, PAGE)?;
-        if page.is_empty() {
-            if !wait_after(&mut rx, after).await {
-                break;
-            }
-            continue;
-        }
+    'follow: while let Some(page) = follow.next().await? {
         for stored in &page {
-            after = stored.sequence;
-            let event = match stored.decode() {
-                Ok(event) => event,
+            let data = match stored.data() {
+                Ok(data) => data,
                 Err(error) => {
                     tracing::warn!(session = %id, %error, "an event of the log cannot be read back");
                     continue;
                 }
             };
-            let done = turn.take(&event, &mut actions);
+            let done = turn.take(&data, &mut actions);
             for action in actions.drain(..) {
                 match &action {
                     ServerAction::Question { question_id, .. } if !prompt.takes("question") => {
@@ -166,7 +153,7 @@ async fn drive(
         }
     }
     drop(declines);
-    let info = info_after(manager, id, after).await?;
+    let info = manager.info(id)?;
     out.action(turn.finish(&info, prompt.session_state.as_ref()))
         .await;
     Ok(())

@@ -113,8 +113,9 @@ test('@codebuff/sdk 0.3.13 drives /v1/ws with the mock agent', async (t) => {
 
   await t.test('a failed turn: run() returns the error, the frame carries its typed cause', async () => {
     const result = await client.run({ agent: 'mock', prompt: 'fail' })
-    assert.deepEqual(result.output, { type: 'error', message: 'Codebuff backend unreachable (mock failure)' })
-    assert.deepEqual(events, [{ type: 'error', message: 'Codebuff backend unreachable (mock failure)' }])
+    const message = 'Codebuff backend unreachable (mock failure) (the agent exited with status 3)'
+    assert.deepEqual(result.output, { type: 'error', message })
+    assert.deepEqual(events, [{ type: 'error', message }])
     const [error] = frames.actions('prompt-error')
     assert.equal(error.error, 'backend_error')
     assert.equal(error.remainingBalance, BUDGET)
