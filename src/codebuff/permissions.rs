@@ -63,7 +63,8 @@ impl PermissionReply {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// `once`, `always` or `reject`: the reply's name on every wire.
+    pub fn name(self) -> &'static str {
         match self {
             PermissionReply::Once => "once",
             PermissionReply::Always => "always",

@@ -14,6 +14,9 @@ pub mod retention;
 mod settings;
 mod turn;
 
+/// The answer to a permission request, as the doors hand it to the engine
+/// (`SessionManager::reply_permission`).
+pub use crate::codebuff::PermissionReply;
 pub use context::{Limits, SessionContext};
 pub use error::SessionError;
 pub use info::{EndState, SessionInfo, SessionStatus};
