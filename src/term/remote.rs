@@ -192,7 +192,7 @@ impl Transport for Remote {
         reply: PermissionReply,
     ) -> Result<(), ClientError> {
         let rest = format!("/permissions/{}/reply", encode(permission_id));
-        self.post(id, &rest, Some(json!({ "reply": reply.name() })))
+        self.post(id, &rest, Some(json!({ "reply": reply.as_str() })))
             .await
     }
 

@@ -92,7 +92,7 @@ async fn command(t: &dyn Transport, cmd: SessionsCommand, paint: Paint) -> Resul
                 PermissionReply::Once
             };
             t.permission(&id, &permission_id, reply).await?;
-            done(&format!("approved ({})", reply.name()));
+            done(&format!("approved ({})", reply.as_str()));
         }
         SessionsCommand::Reject { id, permission_id } => {
             t.permission(&id, &permission_id, PermissionReply::Reject)

@@ -22,7 +22,8 @@ mod time;
 pub use content::{ContentPart, FileAction, ReasoningVisibility};
 pub use cost::Cost;
 pub use data::{
-    AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, PermissionStatus,
+    AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, PermissionReply,
+    PermissionStatus,
     QuestionData, QuestionOption, QuestionSpec, QuestionStatus, SessionEndReason, SessionEndedData,
     SessionMetadata, SessionStartedData, TerminatedBy, TurnData, TurnMetadata, TurnPhase,
     TurnStatus,

@@ -20,6 +20,7 @@ use super::server::{ServerAction, ServerMessage};
 use super::subscription;
 use super::Door;
 use crate::scope::ConnectionScope;
+use crate::sync::LockExt;
 
 /// The close code of a connection closed for its silence (application-defined range).
 pub const CLOSE_HEARTBEAT: u16 = 4000;
@@ -45,7 +46,7 @@ struct RoutesInner {
 
 impl Routes {
     fn lock(&self) -> std::sync::MutexGuard<'_, RoutesInner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock_unpoisoned()
     }
 
     fn prompt_started(&self, prompt_id: &str, session: &str) {
