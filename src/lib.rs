@@ -28,6 +28,7 @@ pub mod instance;
 pub mod scope;
 pub mod session;
 pub mod store;
+pub mod sync;
 pub mod term;
 pub mod universal;
 pub mod ws;
