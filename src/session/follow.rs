@@ -90,7 +90,9 @@ impl Follow {
 
     /// [`Follow::poll`] with a page of at most `limit` events.
     pub fn poll_at_most(&mut self, limit: usize) -> Result<Vec<Arc<LoggedEvent>>, SessionError> {
-        let page = self.store.read(&self.session_id, self.after, limit.max(1))?;
+        let page = self
+            .store
+            .read(&self.session_id, self.after, limit.max(1))?;
         if let Some(last) = page.last() {
             self.after = last.sequence;
         }
@@ -164,7 +166,13 @@ mod tests {
     fn store_with(n: usize) -> Arc<dyn EventStore> {
         let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
         store
-            .create(&SessionRecord::new("s", "mock", serde_json::json!({}), "", 0))
+            .create(&SessionRecord::new(
+                "s",
+                "mock",
+                serde_json::json!({}),
+                "",
+                0,
+            ))
             .unwrap();
         let mut drafts: Vec<_> = (0..n).map(|i| delta(&i.to_string())).collect();
         if !drafts.is_empty() {
@@ -194,7 +202,10 @@ mod tests {
         assert_eq!(follow.position(), 5);
         let waiting = tokio::spawn(async move {
             let page = follow.next().await.unwrap().unwrap();
-            (page.iter().map(|e| text(e)).collect::<Vec<_>>(), follow.position())
+            (
+                page.iter().map(|e| text(e)).collect::<Vec<_>>(),
+                follow.position(),
+            )
         });
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         store

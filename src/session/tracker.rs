@@ -292,7 +292,10 @@ mod tests {
             ended(TurnStatus::Failed, None, Some("the agent exited with 1")),
         ]);
         assert_eq!(end.cause(), "backend_error");
-        assert_eq!(end.reason(), "the backend is down (the agent exited with 1)");
+        assert_eq!(
+            end.reason(),
+            "the backend is down (the agent exited with 1)"
+        );
         let own = run(&[
             error("backend_error", "down"),
             ended(TurnStatus::Failed, Some("auth_failed"), Some("down")),
