@@ -462,3 +462,31 @@ async fn always_allows_only_the_simple_command_the_user_saw() {
     d.stop();
     assert_well_formed(&events);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_cost_never_refills_the_budget() {
+    let d = Daemon::start();
+    d.create("n", json!({"agent": "mock", "maxCredits": 5}))
+        .await;
+    d.message("n", "spend 2").await;
+    d.wait_turns_ended("n", 1).await;
+    assert_eq!(d.info("n").await["remaining"], 3.0);
+    d.message("n", "spend -1000").await;
+    let events = d.wait_turns_ended("n", 2).await;
+    let info = d.info("n").await;
+    assert_eq!(info["remaining"], 3.0, "{info}");
+    assert_eq!(info["cost"]["credits"], 2.0, "{info}");
+    // The log says the agent's costs were ignored (its `cost` and its `finish`).
+    let ignored: Vec<&Value> = of_type(&events, "error")
+        .into_iter()
+        .filter(|e| e["data"]["code"] == "invalid_cost")
+        .collect();
+    assert_eq!(ignored.len(), 2, "{events:?}");
+    assert!(ignored[1]["data"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("-1000"));
+    assert_eq!(turn_ends(&events)[1]["status"], "completed");
+    d.stop();
+    assert_well_formed(&events);
+}

@@ -399,7 +399,9 @@ impl CodebuffConverter {
             }
             PrintModeEvent::PermissionRequest(e) => self.permission_request(e, raw, out),
             PrintModeEvent::Cost(e) => {
-                if e.total_cost.is_finite() && e.total_cost > self.turn.cost_so_far {
+                if !valid_cost(e.total_cost) {
+                    out.push(invalid_cost("cost", e.total_cost, raw));
+                } else if e.total_cost > self.turn.cost_so_far {
                     self.turn.cost_so_far = e.total_cost;
                 }
             }
@@ -808,11 +810,19 @@ impl CodebuffConverter {
             return;
         }
         self.close_everything(ItemStatus::Completed, out);
-        let cost = Cost::from_credits(e.total_cost.unwrap_or(0.0));
+        // A negative or non-finite total would refill the session's budget: ignored, said.
+        let total = match e.total_cost {
+            Some(total) if !valid_cost(total) => {
+                out.push(invalid_cost("finish", total, raw.clone()));
+                None
+            }
+            total => total,
+        };
+        let cost = Cost::from_credits(total.unwrap_or(0.0));
         self.session_cost = self.session_cost.plus(cost);
         self.turn.finished = Some(Finished {
             cost,
-            cost_reported: e.total_cost.is_some(),
+            cost_reported: total.is_some(),
             agent_id: e.agent_id,
             raw,
         });
@@ -994,4 +1004,21 @@ fn push_synthetic_whole(item: Item, out: &mut Vec<EventDraft>) {
     out.push(EventDraft::synthetic(EventData::ItemCompleted(
         ItemEventData { item },
     )));
+}
+
+/// A cost an agent may report: finite and not negative (a negative one would refill a budget).
+fn valid_cost(credits: f64) -> bool {
+    credits.is_finite() && credits >= 0.0
+}
+
+/// The `error` saying that a reported cost was ignored (code `invalid_cost`).
+fn invalid_cost(event: &str, credits: f64, raw: Option<Arc<RawLine>>) -> EventDraft {
+    let data = ErrorData {
+        message: format!(
+            "the agent reported a cost of {credits} credits in `{event}`; a cost must be a finite number of at least 0, so it was ignored"
+        ),
+        code: Some("invalid_cost".to_owned()),
+        details: Some(serde_json::json!({"event": event, "totalCost": credits.to_string()})),
+    };
+    EventDraft::from_agent(EventData::Error(data), raw)
 }

@@ -496,14 +496,17 @@ fn run_command(t: &mut Turn, command: &str) -> Result<bool, EmitError> {
 }
 
 /// `spend [N]`: N steps (default 10), each costing one credit: a `text_delta` and a `cost` event
-/// with the run's total so far, 50 ms apart; then `finish` with N credits.
+/// with the run's total so far, 50 ms apart; then `finish` with N credits. `spend -N` plays an
+/// agent that lies: one `cost` of -N credits and a `finish` with -N.
 fn spend(t: &mut Turn) -> Result<Outcome, EmitError> {
-    let steps = t
-        .arg
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse::<u32>().ok())
-        .unwrap_or(10);
+    let arg = t.arg.split_whitespace().next().unwrap_or("");
+    if let Some(lie) = arg.strip_prefix('-').and_then(|n| n.parse::<u32>().ok()) {
+        let total = -f64::from(lie);
+        t.out.event(&json!({"type": "cost", "totalCost": total}))?;
+        t.out.text(&format!("Spent {total} credits."), None)?;
+        return Ok(Outcome::Finished { total_cost: total });
+    }
+    let steps = arg.parse::<u32>().unwrap_or(10);
     for step in 1..=steps {
         t.out.text_delta(&format!("step {step}; "), None)?;
         t.out
