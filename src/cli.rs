@@ -91,9 +91,14 @@ pub struct ServerArgs {
     #[arg(long)]
     pub port: Option<u16>,
     /// Require this token (`Authorization: Bearer|Token <T>`, or Basic with it as password)
-    /// [env CODEBUFFD_TOKEN].
-    #[arg(long, conflicts_with = "no_token")]
+    /// [env CODEBUFFD_TOKEN]. Prefer `CODEBUFFD_TOKEN` or `--token-file`: other processes of
+    /// the machine can read a command line (the daemon blanks it once started, but not at once).
+    #[arg(long, conflicts_with_all = ["no_token", "token_file"])]
     pub token: Option<String>,
+    /// Read the token from this file (its first line; the file should be readable by the
+    /// daemon's user only) [env CODEBUFFD_TOKEN_FILE].
+    #[arg(long, conflicts_with = "no_token")]
+    pub token_file: Option<std::path::PathBuf>,
     /// Run without authentication [env CODEBUFFD_NO_TOKEN=1].
     #[arg(long)]
     pub no_token: bool,

@@ -2,7 +2,7 @@
 //! [`Layers`] for the precedence), checked once here.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod layers;
@@ -91,6 +91,7 @@ pub const SERVER_KEYS: &[&str] = &[
     "host",
     "port",
     "token",
+    "token_file",
     "no_token",
     "cors_allow_origin",
     "allowed_host",
@@ -306,6 +307,17 @@ fn resolve_token(l: &mut Layers<'_>, args: &ServerArgs) -> Result<Option<String>
         }
     }
     let token = l.value::<String>("token", args.token.clone())?;
+    let token_file = l.value::<PathBuf>("token_file", args.token_file.clone())?;
+    // A token file given at the same or a higher precedence than a token wins over it.
+    let token = match token_file {
+        Some(path) if rank(l.sources().get("token_file")) >= rank(l.sources().get("token")) => {
+            let token = read_token_file(&path)?;
+            let source = l.sources()["token_file"].clone();
+            l.sources_mut().insert("token", source);
+            Some(token)
+        }
+        _ => token,
+    };
     let no_token = l.switch("no_token", args.no_token)?;
     let token_rank = rank(l.sources().get("token"));
     let no_token_rank = rank(l.sources().get("no_token"));
@@ -318,6 +330,24 @@ fn resolve_token(l: &mut Layers<'_>, args: &ServerArgs) -> Result<Option<String>
         return Err(ConfigError("the token must not be empty".into()));
     }
     Ok(token)
+}
+
+/// The token in `path`: its first line, without surrounding whitespace; it must not be empty.
+fn read_token_file(path: &Path) -> Result<String, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError(format!(
+            "cannot read the token file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let token = text.lines().next().unwrap_or("").trim();
+    if token.is_empty() {
+        return Err(ConfigError(format!(
+            "the token file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(token.to_owned())
 }
 
 fn parse_host(h: &str) -> Result<IpAddr, ConfigError> {

@@ -12,7 +12,7 @@
 //! crash is dropped when the log is opened again.
 
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -53,7 +53,7 @@ struct State {
 impl EnvelopeLog {
     /// Opens (or creates) the log at `path`, dropping a last line a crash cut short.
     pub fn open(path: &Path) -> std::io::Result<EnvelopeLog> {
-        let mut file = OpenOptions::new()
+        let mut file = crate::private_files::options()
             .create(true)
             .read(true)
             .append(true)

@@ -135,7 +135,7 @@ impl Servers {
         }
         let agent = agent.ok_or(RegistryError::AgentMissing)?;
         let dir = self.root.join(uuid::Uuid::new_v4().to_string());
-        std::fs::create_dir_all(&dir)?;
+        crate::private_files::create_dir_all(&dir)?;
         let record = ServerRecord {
             server_id: id.to_owned(),
             agent: agent.id().to_owned(),
