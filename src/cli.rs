@@ -147,6 +147,15 @@ pub struct ServerArgs {
     /// left after a reserve; env CODEBUFFD_MAX_CONNECTIONS].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Keep at most this many ACP servers (`/v1/acp/{id}`, `/acp` WebSockets) at once; a client
+    /// asking for one more gets 503 [default: 64; env CODEBUFFD_MAX_ACP_SERVERS].
+    #[arg(long, value_name = "N")]
+    pub max_acp_servers: Option<usize>,
+    /// Retire (delete, ending its sessions) an ACP server over HTTP that no client posted to or
+    /// read for this long while no request of it ran [default: 3600; env
+    /// CODEBUFFD_ACP_IDLE_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub acp_idle_timeout: Option<f64>,
     /// The permission mode of sessions that do not choose one: `bypass` (tools run without
     /// asking), `default` (every tool that changes files or runs code asks), `acceptEdits`
     /// (edits run, commands ask), `plan` (read-only) [default: bypass; env

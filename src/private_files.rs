@@ -20,7 +20,10 @@ pub const FILE_MODE: u32 = 0o600;
 
 /// Creates `path` and its missing parents, each new one 0700.
 pub fn create_dir_all(path: &Path) -> std::io::Result<()> {
-    DirBuilder::new().recursive(true).mode(DIR_MODE).create(path)
+    DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(path)
 }
 
 /// Open options whose new files are 0600.
@@ -37,10 +40,9 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .create(true)
         .truncate(true)
         .open(path)?;
-    narrow(&file.metadata()?.permissions(), FILE_MODE)
-        .map_or(Ok(()), |mode| {
-            file.set_permissions(Permissions::from_mode(mode))
-        })?;
+    narrow(&file.metadata()?.permissions(), FILE_MODE).map_or(Ok(()), |mode| {
+        file.set_permissions(Permissions::from_mode(mode))
+    })?;
     file.write_all(bytes)
 }
 
@@ -119,7 +121,11 @@ fn narrow(current: &Permissions, want: u32) -> Option<u32> {
     if mode & 0o077 == 0 && (want != DIR_MODE || mode & 0o700 == 0o700) {
         return None;
     }
-    Some(if want == DIR_MODE { DIR_MODE } else { mode & 0o700 })
+    Some(if want == DIR_MODE {
+        DIR_MODE
+    } else {
+        mode & 0o700
+    })
 }
 
 #[cfg(test)]
@@ -134,7 +140,11 @@ mod tests {
     }
 
     fn mode(path: &Path) -> u32 {
-        std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
     }
 
     #[test]
@@ -150,7 +160,8 @@ mod tests {
         write(&data.join("a/f"), b"x").unwrap();
         assert_eq!(mode(&data.join("a/f")), 0o600);
         // Wide things left by someone else.
-        let set = |p: &Path, m: u32| std::fs::set_permissions(p, Permissions::from_mode(m)).unwrap();
+        let set =
+            |p: &Path, m: u32| std::fs::set_permissions(p, Permissions::from_mode(m)).unwrap();
         set(&data, 0o755);
         set(&data.join("a"), 0o775);
         std::fs::write(data.join("a/b/log"), "secret").unwrap();
@@ -171,7 +182,11 @@ mod tests {
         assert_eq!(mode(&data.join("run")), 0o700);
         assert_eq!(mode(&data.join("adapter/abc")), 0o700);
         assert_eq!(mode(&npm.join("index.js")), 0o644, "npm's files are npm's");
-        assert_eq!(mode(Path::new("/etc/passwd")) & 0o044, 0o044, "links not followed");
+        assert_eq!(
+            mode(Path::new("/etc/passwd")) & 0o044,
+            0o044,
+            "links not followed"
+        );
         let mut fixed: Vec<_> = narrowed
             .fixed
             .iter()

@@ -81,11 +81,15 @@ fn blank_secrets(hidden: &mut Hidden) {
         // A copy the process keeps (glibc's setenv allocates it), before the original goes.
         std::env::set_var(name, &value);
         let prefix = format!("{name}=");
-        match blank_values(regions.env, Path::new("/proc/self/environ"), |entries, i| {
-            entries[i]
-                .strip_prefix(prefix.as_bytes())
-                .map(|v| (entries[i].len() - v.len(), v.len()))
-        }) {
+        match blank_values(
+            regions.env,
+            Path::new("/proc/self/environ"),
+            |entries, i| {
+                entries[i]
+                    .strip_prefix(prefix.as_bytes())
+                    .map(|v| (entries[i].len() - v.len(), v.len()))
+            },
+        ) {
             Ok(0) => {}
             Ok(_) => hidden.env.push(name.to_owned()),
             Err(e) => hidden.problems.push(format!("{name}: {e}")),
@@ -93,12 +97,16 @@ fn blank_secrets(hidden: &mut Hidden) {
     }
     for flag in SECRET_FLAGS {
         let with_eq = format!("{flag}=");
-        match blank_values(regions.args, Path::new("/proc/self/cmdline"), |entries, i| {
-            if let Some(v) = entries[i].strip_prefix(with_eq.as_bytes()) {
-                return Some((entries[i].len() - v.len(), v.len()));
-            }
-            (i > 0 && entries[i - 1] == flag.as_bytes()).then_some((0, entries[i].len()))
-        }) {
+        match blank_values(
+            regions.args,
+            Path::new("/proc/self/cmdline"),
+            |entries, i| {
+                if let Some(v) = entries[i].strip_prefix(with_eq.as_bytes()) {
+                    return Some((entries[i].len() - v.len(), v.len()));
+                }
+                (i > 0 && entries[i - 1] == flag.as_bytes()).then_some((0, entries[i].len()))
+            },
+        ) {
             Ok(0) => {}
             Ok(_) => hidden.args.push(flag.to_owned()),
             Err(e) => hidden.problems.push(format!("{flag}: {e}")),

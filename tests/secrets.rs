@@ -93,7 +93,10 @@ async fn the_token_can_come_from_a_file_or_the_environment_and_stays_out_of_proc
             vec!["--token-file".to_owned(), file.display().to_string()],
             vec![],
         ),
-        (vec![], vec![("CODEBUFFD_TOKEN".to_owned(), TOKEN.to_owned())]),
+        (
+            vec![],
+            vec![("CODEBUFFD_TOKEN".to_owned(), TOKEN.to_owned())],
+        ),
         (
             vec![],
             vec![(
@@ -206,7 +209,12 @@ async fn the_data_directory_is_private_whatever_the_umask() {
     }
     not_private(data.path(), &mut wide);
     let names: Vec<String> = walk_names(data.path());
-    for expected in ["instance-id", "engine.lock", "server.json", "envelopes.jsonl"] {
+    for expected in [
+        "instance-id",
+        "engine.lock",
+        "server.json",
+        "envelopes.jsonl",
+    ] {
         assert!(
             names.iter().any(|n| n.ends_with(expected)),
             "{expected} in {names:?}"
@@ -260,19 +268,30 @@ async fn a_daemon_that_is_not_root_is_closed_to_processes_of_its_own_user() {
     let data = TempDir::new("nobody-data");
     std::os::unix::fs::chown(data.path(), Some(NOBODY), Some(NOBODY)).unwrap();
     let mut cmd = std::process::Command::new(support::daemon::binary());
-    cmd.args(["server", "--host", "127.0.0.1", "--port", "0", "--token", TOKEN])
-        .arg("--data-dir")
-        .arg(data.path())
-        .env("CODEBUFF_API_KEY", KEY)
-        .uid(NOBODY)
-        .gid(NOBODY);
+    cmd.args([
+        "server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--token",
+        TOKEN,
+    ])
+    .arg("--data-dir")
+    .arg(data.path())
+    .env("CODEBUFF_API_KEY", KEY)
+    .uid(NOBODY)
+    .gid(NOBODY);
     let d = Daemon::launch(cmd, Some(TOKEN.to_owned()), data.path().to_path_buf());
     let pid = d.pid();
     // Its own user cannot open environ (nor maps), and its cmdline shows no token.
     assert_eq!(read_as(NOBODY, pid, "environ"), None);
     assert_eq!(read_as(NOBODY, pid, "maps"), None);
     let cmdline = read_as(NOBODY, pid, "cmdline").expect("cmdline is public");
-    assert!(cmdline.contains("--token") && !cmdline.contains(TOKEN), "{cmdline:?}");
+    assert!(
+        cmdline.contains("--token") && !cmdline.contains(TOKEN),
+        "{cmdline:?}"
+    );
     // Root can open environ, but the key is not in it.
     let environ = proc_file(pid, "environ");
     assert!(environ.contains("CODEBUFF_API_KEY="), "{environ:?}");

@@ -27,5 +27,5 @@ pub use intake::Stream;
 pub use permissions::{
     DecidedBy, PermissionError, PermissionMode, PermissionReply, PermissionRequest,
 };
-pub use shell::{command_prefix, simple_command, Word};
 pub use questions::QuestionError;
+pub use shell::{command_prefix, simple_command, Word};

@@ -453,7 +453,10 @@ mod tests {
         assert_eq!(m["alwaysPrefix"], "rm");
         assert_eq!(b.open_ids(), vec!["p1"]);
         let (draft, _) = b.request(command("p2", "ls; rm -rf build"));
-        assert_eq!(data(&draft).1.metadata.as_ref().unwrap()["alwaysPrefix"], Value::Null);
+        assert_eq!(
+            data(&draft).1.metadata.as_ref().unwrap()["alwaysPrefix"],
+            Value::Null
+        );
     }
 
     #[test]

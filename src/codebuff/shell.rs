@@ -30,8 +30,7 @@ const RESERVED: [&str; 18] = [
 /// `always` for them would allow anything, so their prefix is the whole line.
 const RUNNERS: [&str; 22] = [
     "sh", "bash", "dash", "zsh", "ksh", "fish", "eval", "exec", "source", ".", "command",
-    "builtin", "env", "xargs", "sudo", "su", "doas", "nohup", "timeout", "nice", "time",
-    "coproc",
+    "builtin", "env", "xargs", "sudo", "su", "doas", "nohup", "timeout", "nice", "time", "coproc",
 ];
 
 /// The words of `line` when it is one simple command; `None` when the line is empty or anything

@@ -36,6 +36,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
                 default_agent: config.ws_default_agent.clone(),
             },
             data_dir: Some(config.data_dir.clone()),
+            acp: config.acp,
         },
     );
     let addr = SocketAddr::new(config.host, config.port);

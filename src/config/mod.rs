@@ -37,6 +37,8 @@ pub struct DaemonConfig {
     pub allow_loader_env: bool,
     /// Connections served at once; `None` = from the open-files limit.
     pub max_connections: Option<usize>,
+    /// ACP servers at most, and how long an idle one is kept.
+    pub acp: crate::acp::remote::AcpLimits,
     /// How long a client may take to send a request's headers.
     pub header_read_timeout: Duration,
     /// Keep a warm agent process per agent kind in use.
@@ -106,6 +108,8 @@ pub const SERVER_KEYS: &[&str] = &[
     "sse_keep_alive",
     "header_read_timeout",
     "max_connections",
+    "max_acp_servers",
+    "acp_idle_timeout",
     "permission_mode",
     "permission_timeout",
     "max_session_credits",
@@ -211,6 +215,23 @@ impl DaemonConfig {
         if max_connections == Some(0) {
             return Err(ConfigError("max connections must be at least 1".into()));
         }
+        let defaults = crate::acp::remote::AcpLimits::default();
+        let max_acp_servers = l
+            .value("max_acp_servers", args.max_acp_servers)?
+            .unwrap_or(defaults.max_servers);
+        if max_acp_servers == 0 {
+            return Err(ConfigError("max ACP servers must be at least 1".into()));
+        }
+        let acp_idle_timeout = positive_seconds(
+            "ACP idle timeout",
+            l.value("acp_idle_timeout", args.acp_idle_timeout)?
+                .unwrap_or(defaults.idle_timeout.as_secs_f64()),
+        )?
+        .unwrap_or(defaults.idle_timeout);
+        let acp = crate::acp::remote::AcpLimits {
+            max_servers: max_acp_servers,
+            idle_timeout: acp_idle_timeout,
+        };
         let header_read_timeout = positive_seconds(
             "header read timeout",
             l.value("header_read_timeout", args.header_read_timeout)?
@@ -273,6 +294,7 @@ impl DaemonConfig {
             warm_start,
             header_read_timeout,
             max_connections,
+            acp,
             allowed_hosts,
             allow_loader_env,
             store,

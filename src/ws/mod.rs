@@ -114,11 +114,33 @@ fn upgrade(
             return not_an_upgrade(rejection.status(), &rejection.body_text());
         }
     };
+    // An upgrade slot (`scope.rs`): WebSockets never take the slots plain requests need.
+    let scope = match scope.map(|s| s.upgrade()) {
+        Some(None) => return too_many_websockets(),
+        Some(Some(upgraded)) => Some(upgraded),
+        None => None,
+    };
     ws.protocols([PROTOCOL])
         .max_message_size(door.max_message_bytes)
         .max_frame_size(door.max_message_bytes)
         .on_failed_upgrade(|error| tracing::debug!(%error, "a WebSocket upgrade failed"))
         .on_upgrade(move |socket| connection::serve(socket, door, scope))
+}
+
+/// 503 when every slot WebSockets may take is taken.
+pub fn too_many_websockets() -> Response {
+    let body = serde_json::json!({
+        "type": "urn:sandbox-agent:error:too_many_websockets",
+        "title": "Too many WebSocket connections",
+        "status": 503,
+        "detail": "every connection slot WebSockets may take (--max-connections, less those kept for requests) is taken: try again later",
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::CONTENT_TYPE, "application/problem+json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// The problem document of a request to `/v1/ws` that is not a WebSocket upgrade.

@@ -10,6 +10,9 @@
 //!
 //! Line `n` of the file is envelope `n` (compact JSON holds no newline). A line cut short by a
 //! crash is dropped when the log is opened again.
+//!
+//! The file is opened for each append and each read from it, never held: a daemon keeps many
+//! servers, and an idle one costs no file descriptor.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -39,7 +42,6 @@ pub struct EnvelopeLog {
 }
 
 struct State {
-    file: File,
     /// Bytes in the file.
     len: u64,
     /// The number of the last envelope.
@@ -62,10 +64,10 @@ impl EnvelopeLog {
         if file.metadata()?.len() != len {
             file.set_len(len)?;
         }
+        drop(file);
         Ok(EnvelopeLog {
             path: path.to_owned(),
             state: Mutex::new(State {
-                file,
                 len,
                 last,
                 index,
@@ -94,7 +96,10 @@ impl EnvelopeLog {
             buf.extend_from_slice(line.as_bytes());
             buf.push(b'\n');
         }
-        st.file.write_all(&buf)?;
+        crate::private_files::options()
+            .append(true)
+            .open(&self.path)?
+            .write_all(&buf)?;
         let mut numbers = Vec::with_capacity(lines.len());
         let mut offset = st.len;
         for line in lines {
@@ -212,8 +217,11 @@ impl EnvelopeLog {
 
     /// Makes what was written durable against a crash of the machine.
     pub fn sync(&self) -> std::io::Result<()> {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.file.sync_data()
+        let _st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        crate::private_files::options()
+            .append(true)
+            .open(&self.path)?
+            .sync_data()
     }
 }
 
