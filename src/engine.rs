@@ -12,6 +12,7 @@ use crate::agent::{AdapterSource, Launcher};
 use crate::data_lock::DataDirLock;
 use crate::session::{Limits, SessionContext, SessionManager};
 use crate::store::{open_store_with, redact_spec, StoreOptions};
+use crate::sync::LockExt;
 
 /// How long shutdown waits for sessions to end their turns.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
@@ -140,7 +141,7 @@ impl Engine {
     /// Records the URL this engine is served at in the data directory's lock file, so that a
     /// terminal client that finds the directory busy can use it.
     pub fn announce_url(&self, url: &str) {
-        let mut lock = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lock = self.lock.lock_unpoisoned();
         if let Err(error) = lock.announce_url(url) {
             tracing::warn!(%error, "cannot record the URL in the data directory's lock file");
         }
@@ -202,20 +203,6 @@ pub fn raise_open_files_limit() -> u64 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn raising_the_open_files_limit_reaches_the_hard_limit() {
-        use nix::sys::resource::{getrlimit, Resource};
-        let now = raise_open_files_limit();
-        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
-        assert_eq!(soft, hard);
-        assert_eq!(now, soft);
-    }
-}
-
 /// Creates the data directory 0700 and narrows whatever in it others could read
 /// (`private_files.rs`), warning about each change.
 fn secure_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
@@ -232,4 +219,18 @@ fn secure_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
         tracing::warn!(path = %path.display(), error = %why, "cannot make this path in the data directory private");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raising_the_open_files_limit_reaches_the_hard_limit() {
+        use nix::sys::resource::{getrlimit, Resource};
+        let now = raise_open_files_limit();
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        assert_eq!(soft, hard);
+        assert_eq!(now, soft);
+    }
 }

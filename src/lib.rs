@@ -30,6 +30,7 @@ pub mod scope;
 pub mod secrets;
 pub mod session;
 pub mod store;
+pub mod sync;
 pub mod term;
 pub mod universal;
 pub mod ws;

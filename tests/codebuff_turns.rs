@@ -304,7 +304,10 @@ async fn symbolic_links_to_secrets_never_reach_the_model() {
         .iter()
         .map(Value::to_string)
         .collect();
-    assert!(sent.contains("plain-content-1a2b"), "ordinary files are read");
+    assert!(
+        sent.contains("plain-content-1a2b"),
+        "ordinary files are read"
+    );
     for secret in ["SECRET-KEY-0b7e", "SECRET-SSHDIR-4c1d", "SECRET-ENV-9a2f"] {
         assert!(!sent.contains(secret), "{secret} reached the backend");
     }

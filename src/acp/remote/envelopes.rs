@@ -14,6 +14,7 @@
 //! The file is opened for each append and each read from it, never held: a daemon keeps many
 //! servers, and an idle one costs no file descriptor.
 
+use crate::sync::LockExt;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
@@ -90,7 +91,7 @@ impl EnvelopeLog {
         if lines.is_empty() {
             return Ok(Vec::new());
         }
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.lock_unpoisoned();
         let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
         for line in lines {
             buf.extend_from_slice(line.as_bytes());
@@ -129,7 +130,7 @@ impl EnvelopeLog {
     /// the file (blocking: call it off the async workers, see [`EnvelopeLog::read_after_async`]).
     pub fn read_after(&self, after: u64, max: usize) -> std::io::Result<Vec<Envelope>> {
         let offset = {
-            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let st = self.state.lock_unpoisoned();
             if after >= st.last {
                 return Ok(Vec::new());
             }
@@ -169,7 +170,7 @@ impl EnvelopeLog {
 
     /// Up to `max` envelopes after `after` when they are all in memory (or there are none).
     fn read_recent(&self, after: u64, max: usize) -> Option<Vec<Envelope>> {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.lock_unpoisoned();
         if after >= st.last {
             return Some(Vec::new());
         }
@@ -217,7 +218,7 @@ impl EnvelopeLog {
 
     /// Makes what was written durable against a crash of the machine.
     pub fn sync(&self) -> std::io::Result<()> {
-        let _st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let _st = self.state.lock_unpoisoned();
         crate::private_files::options()
             .append(true)
             .open(&self.path)?
