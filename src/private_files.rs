@@ -171,6 +171,7 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", data.join("link")).unwrap();
         let npm = data.join("adapter/abc/node_modules/x");
         std::fs::create_dir_all(&npm).unwrap();
+        set(&data.join("adapter"), 0o755);
         set(&data.join("adapter/abc"), 0o755);
         std::fs::write(npm.join("index.js"), "").unwrap();
         set(&npm.join("index.js"), 0o644);
@@ -199,6 +200,7 @@ mod tests {
                 (String::new(), 0o755),
                 ("a".into(), 0o775),
                 ("a/b/log".into(), 0o644),
+                ("adapter".into(), 0o755),
                 ("adapter/abc".into(), 0o755),
                 ("run".into(), 0o755),
             ]
