@@ -17,6 +17,7 @@ import {
   startDaemon,
   tempDir,
   v1,
+  waitFor,
 } from './harness.mjs'
 
 /** The budget of every session (each run without previousRun makes one). */
@@ -211,8 +212,11 @@ test('@codebuff/sdk 0.3.13 drives /v1/ws with the mock agent', async (t) => {
     assert.equal(action.type, 'prompt-error')
     assert.equal(action.userInputId, promptId)
     assert.equal(action.error, 'cancelled')
-    const info = await v1(daemon, `/v1/sessions/${action.sessionId}`)
-    assert.equal(info.status, 'idle')
+    // The session goes on (its status follows the turn's end a moment later).
+    const info = await waitFor('the session idle again', async () => {
+      const info = await v1(daemon, `/v1/sessions/${action.sessionId}`)
+      return info.status === 'idle' && info
+    })
     assert.ok(info.cost.credits < BUDGET, 'stopped long before the 200 steps')
     const [cancel] = frames.sentActions('cancel-user-input')
     assert.equal(cancel.promptId, promptId)
