@@ -305,6 +305,12 @@ impl SessionManager {
             .collect()
     }
 
+    /// A cursor on session `id`'s committed log after sequence `after` (0: from its first
+    /// event): replay, then live. Every door reads sessions through it ([`super::Follow`]).
+    pub fn follow(&self, id: &str, after: u64) -> Result<super::Follow, SessionError> {
+        super::Follow::new(self.ctx.store.clone(), id, after)
+    }
+
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
         Ok(info_of(&*self.handle(id)?))

@@ -274,6 +274,7 @@ fn finish_completes_open_items_and_the_clean_exit_ends_the_turn_with_its_cost() 
         (meta.status, meta.cost.credits),
         (TurnStatus::Completed, 3.0)
     );
+    assert_eq!(meta.session_cost.map(|c| c.credits), Some(3.0));
     assert_eq!(c.session_cost().credits, 3.0);
     let mut out = Vec::new();
     c.end_turn(clean_exit(), &mut out);

@@ -154,6 +154,7 @@ impl Turn {
                             status: TurnStatus::Completed,
                             cost: f.cost,
                             cost_reported: f.cost_reported,
+                            session_cost: Some(spending.session()),
                             exit_code: None,
                             signal: None,
                             agent_id: f.agent_id.clone(),
@@ -198,6 +199,7 @@ impl Turn {
                     status,
                     cost: spent,
                     cost_reported,
+                    session_cost: Some(spending.session()),
                     exit_code: outcome.exit_code,
                     signal: outcome.signal,
                     agent_id: finished.and_then(|f| f.agent_id),
@@ -273,9 +275,9 @@ mod tests {
     #[test]
     fn a_confirmed_finish_completes_with_the_runs_cost_and_keeps_its_items() {
         let (mut turn, _) = Turn::open(1);
-        turn.finish(finished(4.0));
+        let mut spending = Spending::restored(Cost::from_credits(1.0));
+        turn.finish(finished(spending.finished(Some(4.0)).credits));
         assert!(turn.run_finished() && !turn.running());
-        let mut spending = Spending::default();
         let ending = turn
             .end(outcome(TurnStatus::Completed), &mut spending)
             .unwrap();
@@ -285,6 +287,7 @@ mod tests {
         assert_eq!(data.turn_id.as_deref(), Some("turn_1"));
         assert_eq!(meta.status, TurnStatus::Completed);
         assert_eq!(meta.cost.credits, 4.0);
+        assert_eq!(meta.session_cost.map(|c| c.credits), Some(5.0));
         assert_eq!(meta.agent_id.as_deref(), Some("base"));
         assert_eq!((meta.exit_code, meta.code.as_ref()), (None, None));
         assert!(meta.stderr_tail.is_none());
@@ -366,6 +369,7 @@ mod tests {
         assert_eq!(meta.cost.credits, 0.5);
         assert!(meta.cost_reported);
         assert_eq!(spending.session().credits, 2.5);
+        assert_eq!(meta.session_cost.map(|c| c.credits), Some(2.5));
     }
 
     #[test]
