@@ -162,7 +162,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         )
         .route(
             "/v1/ws",
-            crate::ws::route(state.manager.clone(), &options.ws, options.max_body_bytes),
+            crate::ws::route(state.manager.clone(), &options.ws),
         )
         .merge(acp)
         .fallback(not_found)
