@@ -44,6 +44,16 @@ impl Pane {
 
     /// Runs codebuffd with `first` (quietly, when given), then with `args` in the pane.
     fn start_after(first: &[&str], args: &[&str], env: &[(&str, &str)]) -> Pane {
+        Pane::start_redirected(first, args, env, "")
+    }
+
+    /// [`Pane::start_after`], the command line ending with `redirect` (`2>/dev/null`).
+    fn start_redirected(
+        first: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+        redirect: &str,
+    ) -> Pane {
         let home = TempDir::new("tty");
         let work = home.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
@@ -70,7 +80,7 @@ impl Pane {
             script.push_str(&format!("{bin} {} >/dev/null 2>&1\n", first.join(" ")));
         }
         script.push_str(&format!(
-            "{bin} {}\necho EXIT=$?\nsleep 600\n",
+            "{bin} {} {redirect}\necho EXIT=$?\nsleep 600\n",
             quoted.join(" ")
         ));
         let file = home.path().join("run.sh");
@@ -112,6 +122,13 @@ impl Pane {
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The pane's title (a program sets it with OSC 0 or OSC 2).
+    fn title(&self) -> String {
+        self.tmux(&["display-message", "-p", "-t", "t", "#{pane_title}"])
+            .trim()
+            .to_owned()
     }
 
     /// The visible screen and its history.
@@ -424,4 +441,29 @@ fn the_repl_moves_between_sessions_and_modes() {
         assert_eq!(info["agentMode"], "plan", "{info}");
         assert_eq!(info["turns"], turns, "{info}");
     }
+}
+
+/// The agent's text never drives the terminal: an OSC 2 (window title) and a CSI 2J (clear
+/// screen) in its answer are shown as visible escapes — in the live view, and on stdout when
+/// stdout is the terminal — and the pane's title stays as it was.
+#[test]
+fn control_sequences_from_the_agent_never_reach_the_terminal() {
+    if !have_tmux() {
+        return;
+    }
+    let evil = "echo title \x1b]2;pwned-title\x07 cleared \x1b[2J end";
+    let shown = "title \\e]2;pwned-title\\a cleared \\e[2J end";
+    // stderr and stdout are the terminal: the answer streams on stderr.
+    let pane = Pane::start(&["exec", "--agent", "mock", evil]);
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains(shown), "{screen}");
+    assert!(screen.contains("✓ completed in "), "{screen}");
+    assert!(!pane.title().contains("pwned"), "{}", pane.title());
+    // Only stdout is the terminal: the answer printed there is shown, not obeyed, too.
+    let pane = Pane::start_redirected(&[], &["exec", "--agent", "mock", evil], &[], "2>/dev/null");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains(shown), "{screen}");
+    assert!(!pane.title().contains("pwned"), "{}", pane.title());
 }
