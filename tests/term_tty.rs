@@ -156,12 +156,41 @@ impl Pane {
         self.wait_for_n(text, 1)
     }
 
-    /// Types `text` and Enter.
+    /// Waits until the client reads a line: the screen's last line is a prompt (`›`). Keys
+    /// typed earlier can be lost: the line editor asks the terminal where the cursor is when it
+    /// starts, and reads (and drops) what was typed before the answer.
+    fn wait_for_prompt(&self) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            let last = screen.lines().rev().find(|l| !l.trim().is_empty());
+            if last.is_some_and(|l| l.trim_end().ends_with('›')) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited for a prompt; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `text` and Enter at the client's next prompt, and waits until the line editor
+    /// has taken it (its echo is on the screen): keys typed while no editor reads are kept by
+    /// the terminal, but keys that reach an editor that is returning a line are lost with it.
     fn type_line(&self, text: &str) {
+        self.wait_for_prompt();
+        let echo = format!("› {text}");
+        let before = self.screen().matches(echo.trim_end()).count();
         if !text.is_empty() {
             self.tmux(&["send-keys", "-t", "t", "-l", text]);
         }
         self.tmux(&["send-keys", "-t", "t", "Enter"]);
+        if text.is_empty() {
+            std::thread::sleep(Duration::from_millis(300));
+        } else {
+            self.wait_for_n(echo.trim_end(), before + 1);
+        }
     }
 
     fn keys(&self, keys: &str) {
@@ -214,7 +243,11 @@ fn a_question_is_asked_inline_with_numbered_options() {
         return;
     }
     let pane = Pane::start(&["exec", "--agent", "mock", "ask"]);
-    let screen = pane.wait_for("1. vitest — Fast, Vite-native test runner");
+    let screen = pane.wait_for("(a number, or your own answer; empty to skip)");
+    assert!(
+        screen.contains("1. vitest — Fast, Vite-native test runner"),
+        "{screen}"
+    );
     assert!(
         screen.contains("? Tests: Which test framework?"),
         "{screen}"
@@ -346,8 +379,8 @@ fn resume_without_a_prompt_opens_the_repl_on_the_session() {
         &["resume", "--last"],
         &[],
     );
-    let screen = pane.wait_for("/help for commands");
-    assert!(screen.contains("session "), "{screen}");
+    pane.wait_for("/help for commands");
+    pane.wait_for("\nsession ");
     pane.type_line("/cost");
     pane.wait_for("1.25 credits ($0.01) over 1 turns");
     pane.type_line("echo second");
@@ -390,7 +423,9 @@ fn the_repl_moves_between_sessions_and_modes() {
     pane.type_line("echo again in the second session");
     pane.wait_for_n("✓ completed in ", 3);
     pane.type_line("/sessions");
-    let screen = pane.wait_for("2 turns");
+    pane.wait_for("2 turns");
+    pane.wait_for_prompt();
+    let screen = pane.screen();
     // `/sessions` lines: `<mark> <id>  mock …`, the current session marked `*`.
     let listed: Vec<(bool, String)> = screen
         .lines()
