@@ -38,6 +38,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
                 question_timeout: config.ws_question_timeout,
             },
             data_dir: Some(config.data_dir.clone()),
+            acp: config.acp,
         },
     );
     let addr = SocketAddr::new(config.host, config.port);

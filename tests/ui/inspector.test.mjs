@@ -140,10 +140,10 @@ test('a session page streams a flood 2000 turn completely across dropped connect
   const page = await openPage(browser, `${proxy.url}/ui/#/sessions/flood`)
   await page.locator('.conn[data-state="live"]').waitFor()
 
-  // 2000 deltas over two seconds; the page's connections are cut twice meanwhile.
-  await daemon.v1('POST', 'sessions/flood/messages', { message: 'flood 2000 1000' })
+  // 2000 deltas over four seconds; the page's connections are cut twice meanwhile.
+  await daemon.v1('POST', 'sessions/flood/messages', { message: 'flood 2000 500' })
   const cuts = []
-  for (const after of [200, 1100]) {
+  for (const after of [200, 1000]) {
     await waitFor(`the page past event ${after}`, async () => (await lastSeq(page)) > after)
     cuts.push({ at: await lastSeq(page), connections: proxy.cut() })
   }
