@@ -174,6 +174,11 @@ pub struct ServerArgs {
     /// kind in use [env CODEBUFFD_NO_WARM_START=1].
     #[arg(long)]
     pub no_warm_start: bool,
+    /// Retire (kill) a warm agent process that no turn took for this many seconds, 0 to keep
+    /// it for as long as the daemon runs; the next session or turn starts a new one [default:
+    /// 600; env CODEBUFFD_WARM_SPARE_IDLE].
+    #[arg(long, value_name = "SECONDS")]
+    pub warm_spare_idle: Option<f64>,
     /// Let sessions set variables that change what programs load (`LD_*`, `NODE_OPTIONS`,
     /// `BASH_ENV`, …) in their `env`; refused by default [env CODEBUFFD_ALLOW_LOADER_ENV=1].
     #[arg(long)]
@@ -287,6 +292,10 @@ pub struct AcpArgs {
     /// Start agents only when a turn needs them [env CODEBUFFD_NO_WARM_START=1].
     #[arg(long)]
     pub no_warm_start: bool,
+    /// Retire a warm agent process no turn took for this many seconds, 0 to keep it [default:
+    /// 600; env CODEBUFFD_WARM_SPARE_IDLE].
+    #[arg(long, value_name = "SECONDS")]
+    pub warm_spare_idle: Option<f64>,
     /// Let sessions set loader variables (`LD_*`, `NODE_OPTIONS`, …) [env
     /// CODEBUFFD_ALLOW_LOADER_ENV=1].
     #[arg(long)]
@@ -316,6 +325,7 @@ impl AcpArgs {
             permission_timeout: self.permission_timeout,
             max_session_credits: self.max_session_credits,
             no_warm_start: self.no_warm_start,
+            warm_spare_idle: self.warm_spare_idle,
             allow_loader_env: self.allow_loader_env,
             retention_days: self.retention_days,
             config: self.config.clone(),
