@@ -17,12 +17,14 @@
 //!   mounted by `http`), [`term`] (the terminal client: in-process or over `/v1`). They
 //!   translate; they never own turns, processes or storage, and they read sessions only
 //!   through [`session::Follow`].
-//! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches.
+//! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches
+//!   (after [`allocator`] tuned malloc for the long-lived commands).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod acp;
 pub mod agent;
+pub mod allocator;
 pub mod cli;
 pub mod codebuff;
 pub mod commands;
