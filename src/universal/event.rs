@@ -256,8 +256,17 @@ impl UniversalEvent {
     /// A serializable view that writes `raw` only when `include_raw` (else `null`).
     pub fn view(&self, include_raw: bool) -> EventView<'_> {
         EventView {
-            event: self,
-            include_raw,
+            sequence: self.sequence,
+            time: &self.time,
+            session_id: &self.session_id,
+            native_session_id: self.native_session_id.as_deref(),
+            synthetic: self.synthetic,
+            data: &self.data,
+            raw: if include_raw {
+                self.raw.as_deref()
+            } else {
+                None
+            },
         }
     }
 
@@ -268,31 +277,59 @@ impl UniversalEvent {
     }
 }
 
-/// A borrowed envelope serialization with the `raw` policy decided by the reader.
+/// A borrowed envelope serialization, `raw` written only when the reader asked for it (else
+/// `null`): of a [`UniversalEvent`] ([`UniversalEvent::view`]), or of a draft placed in a log
+/// ([`EventView::of_draft`]) without building the event first.
 pub struct EventView<'a> {
-    event: &'a UniversalEvent,
-    include_raw: bool,
+    sequence: u64,
+    time: &'a str,
+    session_id: &'a str,
+    native_session_id: Option<&'a str>,
+    synthetic: bool,
+    data: &'a EventData,
+    raw: Option<&'a RawLine>,
+}
+
+impl<'a> EventView<'a> {
+    /// The event `draft` becomes at `sequence` (see [`UniversalEvent::from_draft`]), `raw`
+    /// left out.
+    pub fn of_draft(
+        draft: &'a EventDraft,
+        sequence: u64,
+        time: &'a str,
+        session_id: &'a str,
+        native_session_id: Option<&'a str>,
+    ) -> Self {
+        EventView {
+            sequence,
+            time,
+            session_id,
+            native_session_id,
+            synthetic: draft.synthetic,
+            data: &draft.data,
+            raw: None,
+        }
+    }
 }
 
 impl Serialize for EventView<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let e = self.event;
-        let mut st = serializer.serialize_struct("UniversalEvent", 10)?;
-        st.serialize_field("event_id", &EventId(e.sequence))?;
-        st.serialize_field("sequence", &e.sequence)?;
-        st.serialize_field("time", &e.time)?;
-        st.serialize_field("session_id", &e.session_id)?;
-        st.serialize_field("native_session_id", &e.native_session_id)?;
-        st.serialize_field("synthetic", &e.synthetic)?;
-        st.serialize_field("source", &e.source())?;
-        st.serialize_field("type", e.data.event_type())?;
-        e.data.serialize_into(&mut st)?;
-        let raw = if self.include_raw {
-            e.raw.as_deref()
+        let source = if self.synthetic {
+            EventSource::Daemon
         } else {
-            None
+            EventSource::Agent
         };
-        st.serialize_field("raw", &raw)?;
+        let mut st = serializer.serialize_struct("UniversalEvent", 10)?;
+        st.serialize_field("event_id", &EventId(self.sequence))?;
+        st.serialize_field("sequence", &self.sequence)?;
+        st.serialize_field("time", self.time)?;
+        st.serialize_field("session_id", self.session_id)?;
+        st.serialize_field("native_session_id", &self.native_session_id)?;
+        st.serialize_field("synthetic", &self.synthetic)?;
+        st.serialize_field("source", &source)?;
+        st.serialize_field("type", self.data.event_type())?;
+        self.data.serialize_into(&mut st)?;
+        st.serialize_field("raw", &self.raw)?;
         st.end()
     }
 }

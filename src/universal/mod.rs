@@ -28,7 +28,8 @@ pub use data::{
     TurnPhase, TurnStatus,
 };
 pub use event::{
-    known_event_type, EventData, EventDraft, EventSource, RawLine, UniversalEvent, EVENT_TYPES,
+    known_event_type, EventData, EventDraft, EventSource, EventView, RawLine, UniversalEvent,
+    EVENT_TYPES,
 };
 pub use item::{Item, ItemKind, ItemRole, ItemStatus};
 pub use stderr::{StderrCollector, StderrOutput};
