@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::StoreError;
-use crate::universal::{EventData, EventDraft, EventView, RawLine, UniversalEvent};
+use crate::universal::{Envelope, EventData, EventDraft, EventView, RawLine, UniversalEvent};
 
 /// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
 const NO_RAW_END: &str = "null}";
@@ -107,18 +107,20 @@ impl StoredEvent {
         session_id: &Arc<str>,
         native_session_id: Option<&str>,
     ) -> Vec<Arc<StoredEvent>> {
+        // Written from the drafts as they are: the events themselves are never built.
+        let envelope = Envelope::new(time, session_id, native_session_id);
         STAMP_BUF.with_borrow_mut(|buf| {
             let stamped = drafts
                 .drain(..)
                 .zip(first..)
                 .map(|(draft, sequence)| {
-                    // Serialized from the draft as it is: the event itself is never built.
-                    let view =
-                        EventView::of_draft(&draft, sequence, time, session_id, native_session_id);
+                    buf.clear();
+                    envelope.write(buf, sequence, &draft);
                     Arc::new(StoredEvent {
                         sequence,
                         event_type: draft.data.event_type(),
-                        json: serialize(&view, buf),
+                        // Compact JSON escapes every line break: the text is one line.
+                        json: exact_text(buf),
                         raw: draft.raw.map(StoredRaw::Line),
                     })
                 })
@@ -221,17 +223,16 @@ fn serialize(view: &EventView<'_>, buf: &mut Vec<u8>) -> String {
     buf.clear();
     // Serializing plain data into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *buf, view);
+    exact_text(buf)
+}
+
+/// The JSON text in `buf`, copied at its exact size.
+fn exact_text(buf: &[u8]) -> String {
     // serde_json writes UTF-8; checked anyway (faster than a lossy conversion).
-    let mut json = match std::str::from_utf8(buf) {
+    match std::str::from_utf8(buf) {
         Ok(text) => text.to_owned(),
         Err(_) => String::from_utf8_lossy(buf).into_owned(),
-    };
-    if json.contains('\n') {
-        // Only a raw JSON value kept verbatim from an agent line could hold a line break
-        // (and the framing splits lines there); stored text is one line per event.
-        json = json.replace('\n', " ");
     }
-    json
 }
 
 fn invalid(what: String) -> StoreError {

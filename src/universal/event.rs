@@ -188,6 +188,11 @@ impl EventData {
         }
     }
 
+    /// The payload alone, serialized as the envelope's `data`.
+    pub fn payload(&self) -> Payload<'_> {
+        Payload(self)
+    }
+
     /// Rebuilds the payload from its wire type name and `data` JSON.
     pub fn from_parts(event_type: &str, data: &str) -> Result<EventData, serde_json::Error> {
         use serde_json::from_str as p;
@@ -278,8 +283,7 @@ impl UniversalEvent {
 }
 
 /// A borrowed envelope serialization, `raw` written only when the reader asked for it (else
-/// `null`): of a [`UniversalEvent`] ([`UniversalEvent::view`]), or of a draft placed in a log
-/// ([`EventView::of_draft`]) without building the event first.
+/// `null`). The log's own copy is written by [`super::envelope`], byte for byte the same.
 pub struct EventView<'a> {
     sequence: u64,
     time: &'a str,
@@ -288,28 +292,6 @@ pub struct EventView<'a> {
     synthetic: bool,
     data: &'a EventData,
     raw: Option<&'a RawLine>,
-}
-
-impl<'a> EventView<'a> {
-    /// The event `draft` becomes at `sequence` (see [`UniversalEvent::from_draft`]), `raw`
-    /// left out.
-    pub fn of_draft(
-        draft: &'a EventDraft,
-        sequence: u64,
-        time: &'a str,
-        session_id: &'a str,
-        native_session_id: Option<&'a str>,
-    ) -> Self {
-        EventView {
-            sequence,
-            time,
-            session_id,
-            native_session_id,
-            synthetic: draft.synthetic,
-            data: &draft.data,
-            raw: None,
-        }
-    }
 }
 
 impl Serialize for EventView<'_> {
@@ -331,6 +313,29 @@ impl Serialize for EventView<'_> {
         self.data.serialize_into(&mut st)?;
         st.serialize_field("raw", &self.raw)?;
         st.end()
+    }
+}
+
+/// [`EventData::payload`]: the variant's own struct, serialized as it is in the envelope.
+pub struct Payload<'a>(&'a EventData);
+
+impl Serialize for Payload<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            EventData::SessionStarted(d) => d.serialize(serializer),
+            EventData::SessionEnded(d) => d.serialize(serializer),
+            EventData::TurnStarted(d) | EventData::TurnEnded(d) => d.serialize(serializer),
+            EventData::ItemStarted(d) | EventData::ItemCompleted(d) => d.serialize(serializer),
+            EventData::ItemDelta(d) => d.serialize(serializer),
+            EventData::Error(d) => d.serialize(serializer),
+            EventData::PermissionRequested(d) | EventData::PermissionResolved(d) => {
+                d.serialize(serializer)
+            }
+            EventData::QuestionRequested(d) | EventData::QuestionResolved(d) => {
+                d.serialize(serializer)
+            }
+            EventData::AgentUnparsed(d) => d.serialize(serializer),
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 mod content;
 mod cost;
 mod data;
+mod envelope;
 mod event;
 mod item;
 mod schema;
@@ -21,6 +22,7 @@ mod time;
 
 pub use content::{ContentPart, FileAction, ReasoningVisibility};
 pub use cost::Cost;
+pub use envelope::Envelope;
 pub use data::{
     AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, PermissionReply,
     PermissionStatus, QuestionData, QuestionOption, QuestionSpec, QuestionStatus, SessionEndReason,
@@ -28,8 +30,8 @@ pub use data::{
     TurnPhase, TurnStatus,
 };
 pub use event::{
-    known_event_type, EventData, EventDraft, EventSource, EventView, RawLine, UniversalEvent,
-    EVENT_TYPES,
+    known_event_type, EventData, EventDraft, EventSource, EventView, Payload, RawLine,
+    UniversalEvent, EVENT_TYPES,
 };
 pub use item::{Item, ItemKind, ItemRole, ItemStatus};
 pub use stderr::{StderrCollector, StderrOutput};
