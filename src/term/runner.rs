@@ -9,8 +9,8 @@ use std::time::Duration;
 use super::args::{ClientArgs, SessionArgs};
 use super::connect::connect;
 use super::error::ClientError;
+use super::format::Style;
 use super::paint::Paint;
-use super::render::Style;
 use super::settings::Settings;
 use super::transport::Transport;
 

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::echo::EchoOff;
+use super::format::Style;
 use super::paint::Paint;
-use super::render::{Piece, Style};
+use super::render::Piece;
 
 /// How often the spinner moves.
 const TICK: Duration = Duration::from_millis(100);
