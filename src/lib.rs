@@ -7,7 +7,9 @@
 //! * [`codebuff`]: the input model and `convert_codebuff`; pure, no I/O.
 //! * [`agent`]: the agent command contract, starting and supervising agent processes, the
 //!   mock agent. [`store`]: the event log (memory, SQLite, Postgres).
-//! * [`session`]: sessions, turns, questions, the lifecycle rules; [`engine`] starts it all.
+//! * [`session`]: sessions, turns, questions, the lifecycle rules; [`webhooks`]: the signed,
+//!   durable deliveries from the store's outbox; [`engine`] starts it all.
+//! * [`metrics`]: the Prometheus metrics, a leaf every layer may count in.
 //! * Front doors: [`http`] (the `/v1` API), [`ws`] (the Codebuff WebSocket protocol at
 //!   `/v1/ws`, mounted by `http`), [`term`] (the terminal client: in-process or over `/v1`). They translate; they never own turns, processes
 //!   or storage.
@@ -25,9 +27,11 @@ pub mod data_lock;
 pub mod engine;
 pub mod http;
 pub mod instance;
+pub mod metrics;
 pub mod scope;
 pub mod session;
 pub mod store;
 pub mod term;
 pub mod universal;
+pub mod webhooks;
 pub mod ws;

@@ -214,6 +214,8 @@ impl AgentProcess {
             finished: Arc::new(AtomicBool::new(false)),
         };
         let guard = GroupGuard(group.clone());
+        // Until the supervisor has reaped it (`supervise`).
+        crate::metrics::metrics().agent_processes.inc();
 
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         let (eof_tx, eof_rx) = watch::channel(None);
@@ -636,6 +638,7 @@ async fn supervise(mut sup: Supervisor) {
         tracing::warn!(pgid = %group.pgid, %error, "killing the agent's leftover processes failed");
     }
     group.finished.store(true, Ordering::Release);
+    crate::metrics::metrics().agent_processes.dec();
     reaper::reap_orphans(reaper::REAP_LIMIT).await;
     let grace_end = Instant::now() + PIPE_EOF_GRACE;
     let _ = sup.eof_deadline.send(Some(grace_end));

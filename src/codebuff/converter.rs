@@ -177,6 +177,11 @@ impl CodebuffConverter {
         self.permissions.has_open()
     }
 
+    /// How many permission requests are open.
+    pub fn pending_permission_count(&self) -> usize {
+        self.permissions.open_count()
+    }
+
     /// The ids of the open permission requests, sorted.
     pub fn pending_permission_ids(&self) -> Vec<String> {
         self.permissions.open_ids()
@@ -435,7 +440,12 @@ impl CodebuffConverter {
         self.questions.open(question_id)
     }
 
-    /// The ids of the pending questions, sorted.
+    /// How many questions are open.
+    pub fn pending_question_count(&self) -> usize {
+        self.questions.open_count()
+    }
+
+    /// The ids of the open questions, sorted.
     pub fn pending_question_ids(&self) -> Vec<String> {
         self.questions.open_ids()
     }

@@ -36,6 +36,8 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
                 default_agent: config.ws_default_agent.clone(),
             },
             data_dir: Some(config.data_dir.clone()),
+            webhooks: Some(engine.webhooks.clone()),
+            metrics_no_auth: config.metrics_no_auth,
         },
     );
     let addr = SocketAddr::new(config.host, config.port);

@@ -38,6 +38,10 @@ pub struct CreateSession {
     /// (ours) The credits the session may spend; further messages are refused (402
     /// `budget_exhausted`) once it has, and a turn that reaches it mid-way is stopped.
     pub max_credits: Option<f64>,
+    /// (ours) Endpoints that get this session's events, signed with the daemon's secret
+    /// (`docs/webhooks.md`); refused unless the daemon runs with `--allow-session-webhooks`.
+    #[serde(default)]
+    pub webhooks: Vec<crate::webhooks::SessionWebhookSpec>,
 }
 
 /// `POST /v1/sessions/{id}` answer.
@@ -72,6 +76,7 @@ pub async fn create_session(
         env: body.env,
         api_key: body.api_key,
         max_credits: body.max_credits,
+        webhooks: body.webhooks,
     };
     let info = state
         .manager

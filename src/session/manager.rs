@@ -154,9 +154,12 @@ impl SessionManager {
             StoreError::AlreadyExists(id) => SessionError::AlreadyExists(id),
             other => SessionError::from(other),
         })?;
+        // Before its first event: its own webhooks may want `session.started`.
+        crate::webhooks::route_session(&*self.ctx.store, id, &settings.webhooks);
         let mut drafts = vec![settings.started_event()];
         let time = format_time(time::OffsetDateTime::now_utc()).into();
         self.ctx.store.append(id, &mut drafts, time, None)?;
+        crate::metrics::metrics().events_appended.inc();
         let handle = self.start_actor(id, settings, live, now, Origin::Created);
         tracing::info!(session = %id, agent = handle.settings.agent.id(), "session created");
         let info = info_of(&handle);
@@ -219,6 +222,8 @@ impl SessionManager {
         created_at: u64,
         origin: Origin,
     ) -> Arc<Handle> {
+        // A restored session's webhooks, before its actor records anything.
+        crate::webhooks::route_session(&*self.ctx.store, id, &settings.webhooks);
         let shared = Shared::new(live);
         let (tx, rx) = mpsc::unbounded_channel();
         let id: Arc<str> = id.into();
@@ -500,6 +505,8 @@ impl SessionManager {
         if sessions.get(id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
             sessions.remove(id);
         }
+        drop(sessions);
+        crate::webhooks::route_session(&*self.ctx.store, id, &[]);
         tracing::info!(session = %id, "session deleted");
         Ok(())
     }

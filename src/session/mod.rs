@@ -7,6 +7,7 @@ mod error;
 mod info;
 mod manager;
 mod message;
+pub mod observe;
 mod record;
 mod recover;
 mod recovery;

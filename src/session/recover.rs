@@ -33,6 +33,7 @@ impl Actor {
         self.drafts.extend(
             summary.interrupted_turn("the daemon stopped during this turn and was restarted"),
         );
+        super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
         self.flush();
         self.persist(None);
     }
@@ -96,6 +97,7 @@ impl Actor {
                     },
                 )));
         }
+        super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
         if !self.flush() {
             return;
         }

@@ -10,4 +10,5 @@ pub mod events;
 pub mod fake_backend;
 pub mod invariants;
 pub mod procs;
+pub mod receiver;
 pub mod sse;
