@@ -478,3 +478,73 @@ fn bad_webhook_settings_are_refused_at_start_without_quoting_the_secret() {
         assert!(!stderr.contains(&SECRET[6..]), "{stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_on_one_postgres_delivers_each_event_once() {
+    let Ok(url) = std::env::var("CODEBUFFD_TEST_POSTGRES_URL") else {
+        println!("skipped: CODEBUFFD_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let receiver = Receiver::start(Behaviour {
+        // Slow enough that both daemons' dispatchers are busy at once.
+        delay: Duration::from_millis(50),
+        ..Behaviour::default()
+    })
+    .await;
+    let args = webhook_args(
+        &receiver.url(),
+        &[
+            "--store",
+            &url,
+            "--webhook-events",
+            "turn.ended,turn.started",
+        ],
+    );
+    let start = || {
+        Daemon::start_with(DaemonOptions {
+            args: args.clone(),
+            ..Default::default()
+        })
+    };
+    let (a, b) = (start(), start());
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let mut ids = Vec::new();
+    for (n, d) in [&a, &b, &a, &b].into_iter().enumerate() {
+        let id = format!("fleet-{tag}-{n}");
+        d.create(&id, json!({"agent": "mock"})).await;
+        for turn in 0..3 {
+            d.message(&id, &format!("echo {turn}")).await;
+            d.wait_status(&id, "idle", WAIT).await;
+        }
+        ids.push(id);
+    }
+    // 4 sessions × 3 turns × (started + ended).
+    receiver
+        .wait_until(WAIT, "24 deliveries", |g| {
+            g.iter()
+                .filter(|r| {
+                    ids.iter()
+                        .any(|id| r.json()["data"]["sessionId"] == id.as_str())
+                })
+                .count()
+                >= 24
+        })
+        .await;
+    // Give a duplicate time to arrive, then count.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let got: Vec<Received> = receiver
+        .got()
+        .into_iter()
+        .filter(|r| {
+            ids.iter()
+                .any(|id| r.json()["data"]["sessionId"] == id.as_str())
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&str> =
+        got.iter().map(|r| r.webhook_id.as_str()).collect();
+    assert_eq!(got.len(), 24, "some event was delivered twice or never");
+    assert_eq!(distinct.len(), 24);
+    a.stop();
+    b.stop();
+    receiver.stop().await;
+}
