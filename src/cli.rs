@@ -172,6 +172,15 @@ pub struct ServerArgs {
     /// `mock` [default: codebuff; env CODEBUFFD_WS_DEFAULT_AGENT].
     #[arg(long, value_name = "AGENT")]
     pub ws_default_agent: Option<String>,
+    /// The largest message a `/v1/ws` client may send, in bytes (64 KiB to 1 GiB); a larger one
+    /// closes the connection (1009) [default: 16 MiB; env CODEBUFFD_WS_MAX_FRAME_BYTES].
+    #[arg(long, value_name = "BYTES")]
+    pub ws_max_frame_bytes: Option<usize>,
+    /// Seconds a question of a `/v1/ws` prompt whose client does not take `question` actions
+    /// waits for an answer from elsewhere before it is declined (skipped) [default: 60; env
+    /// CODEBUFFD_WS_QUESTION_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub ws_question_timeout: Option<f64>,
     /// The directory of sessions that do not name one [default: the daemon's working
     /// directory; env CODEBUFFD_WORKDIR]. Sessions may not work in the daemon's own
     /// installation or data directory.

@@ -12,6 +12,7 @@ use crate::agent::{AdapterSource, Launcher};
 use crate::data_lock::DataDirLock;
 use crate::session::{Limits, SessionContext, SessionManager};
 use crate::store::{open_store_with, redact_spec, StoreOptions};
+use crate::sync::LockExt;
 use crate::webhooks::Webhooks;
 
 /// How long shutdown waits for sessions to end their turns.
@@ -152,7 +153,7 @@ impl Engine {
     /// Records the URL this engine is served at in the data directory's lock file, so that a
     /// terminal client that finds the directory busy can use it.
     pub fn announce_url(&self, url: &str) {
-        let mut lock = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut lock = self.lock.lock_unpoisoned();
         if let Err(error) = lock.announce_url(url) {
             tracing::warn!(%error, "cannot record the URL in the data directory's lock file");
         }

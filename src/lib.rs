@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod scope;
 pub mod session;
 pub mod store;
+pub mod sync;
 pub mod term;
 pub mod universal;
 pub mod webhooks;

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => return run_doctor(&args),
         Command::InstallAdapter(args) => run_install_adapter(&args),
         Command::Exec(args) => return client(|| codebuffd::term::exec::exec(args)),
-        Command::Resume(args) => return client(|| codebuffd::term::exec::resume(args)),
+        Command::Resume(args) => return client(|| codebuffd::term::resume::resume(args)),
         Command::Chat(args) => return client(|| codebuffd::term::chat(args)),
         Command::Sessions(args) => return client(|| codebuffd::term::sessions::run(args)),
         Command::Config(args) => return ExitCode::from(codebuffd::term::config(args)),

@@ -109,6 +109,7 @@ fn turn_ended(credits: f64) -> EventDraft {
             status: TurnStatus::Completed,
             cost: Cost::from_credits(credits),
             cost_reported: true,
+            session_cost: None,
             exit_code: None,
             signal: None,
             agent_id: None,

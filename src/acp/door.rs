@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use super::transport::Outbox;
 use crate::agent::AgentKind;
 use crate::session::SessionManager;
+use crate::sync::LockExt;
 use crate::universal::Cost;
 
 /// What the door is started with.
@@ -99,12 +100,12 @@ impl SessionSlot {
 
     /// The session's cost through the last turn the connection saw end, if it saw one.
     pub fn cost(&self) -> Option<Cost> {
-        *self.cost.lock().unwrap_or_else(|p| p.into_inner())
+        *self.cost.lock_unpoisoned()
     }
 
     /// Records the session's cost through a turn's end.
     pub fn set_cost(&self, cost: Cost) {
-        *self.cost.lock().unwrap_or_else(|p| p.into_inner()) = Some(cost);
+        *self.cost.lock_unpoisoned() = Some(cost);
     }
 
     /// Records a cancel: the running prompt and every queued one are cancelled.
@@ -138,11 +139,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut early = self
-            .slot
-            .done_early
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut early = self.slot.done_early.lock_unpoisoned();
         early.insert(self.number);
         // The turn passes on past every prompt that is done, never past one still running.
         self.slot.serving.send_modify(|serving| {
@@ -181,14 +178,14 @@ impl Door {
     /// connection does.
     pub fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
         let handle = tokio::spawn(task).abort_handle();
-        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tasks = self.tasks.lock_unpoisoned();
         tasks.retain(|t| !t.is_finished());
         tasks.push(handle);
     }
 
     /// Stops every task still running (the connection is over).
     pub fn stop_tasks(&self) {
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        let tasks = std::mem::take(&mut *self.tasks.lock_unpoisoned());
         for task in tasks {
             task.abort();
         }
@@ -196,17 +193,17 @@ impl Door {
 
     /// Remembers what the client can do.
     pub fn set_client(&self, abilities: ClientAbilities) {
-        *self.client.lock().unwrap_or_else(|p| p.into_inner()) = abilities;
+        *self.client.lock_unpoisoned() = abilities;
     }
 
     /// What the client can do.
     pub fn client(&self) -> ClientAbilities {
-        *self.client.lock().unwrap_or_else(|p| p.into_inner())
+        *self.client.lock_unpoisoned()
     }
 
     /// The connection's state of a session (made on first use).
     pub fn slot(&self, session_id: &str) -> Arc<SessionSlot> {
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slots = self.slots.lock_unpoisoned();
         slots
             .entry(session_id.to_owned())
             .or_insert_with(|| Arc::new(SessionSlot::new()))

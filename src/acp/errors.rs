@@ -132,6 +132,7 @@ mod tests {
                 status: TurnStatus::Failed,
                 cost: Cost::default(),
                 cost_reported: false,
+                session_cost: None,
                 exit_code: exit,
                 signal: None,
                 agent_id: None,

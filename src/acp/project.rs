@@ -640,6 +640,7 @@ mod tests {
                 status,
                 cost: Cost::from_credits(credits),
                 cost_reported: true,
+                session_cost: None,
                 exit_code: None,
                 signal: None,
                 agent_id: None,

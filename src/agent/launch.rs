@@ -16,6 +16,7 @@
 //! of a process started for the turn. A spare that died is replaced; spares are killed at
 //! shutdown, and one left by a crashed daemon exits when its stdin closes.
 
+use crate::sync::LockExt;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -228,7 +229,7 @@ impl AgentHost {
         if !self.warm_start {
             return;
         }
-        let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        let mut spares = self.spares.lock_unpoisoned();
         if let Some(spare) = spares.get_mut(&kind) {
             if spare.untouched() {
                 return;
@@ -251,7 +252,7 @@ impl AgentHost {
 
     /// The waiting spare of `kind`, if it is still fit for a turn.
     fn take_spare(&self, kind: AgentKind) -> Option<AgentProcess> {
-        let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        let mut spares = self.spares.lock_unpoisoned();
         let mut spare = spares.remove(&kind)?;
         // One that died or printed something is dropped (and killed).
         spare.untouched().then_some(spare)
@@ -259,14 +260,14 @@ impl AgentHost {
 
     /// The pid of the spare of `kind` waiting now, if any.
     pub fn spare_pid(&self, kind: AgentKind) -> Option<u32> {
-        let spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        let spares = self.spares.lock_unpoisoned();
         spares.get(&kind).map(AgentProcess::pid)
     }
 
     /// Kills the spare of `kind`, if one waits (no session needs it any more).
     pub fn drop_spare(&self, kind: AgentKind) {
         let spare = {
-            let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+            let mut spares = self.spares.lock_unpoisoned();
             spares.remove(&kind)
         };
         drop(spare);
@@ -275,7 +276,7 @@ impl AgentHost {
     /// Kills every spare (shutdown).
     pub fn drop_spares(&self) {
         let spares: Vec<AgentProcess> = {
-            let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+            let mut spares = self.spares.lock_unpoisoned();
             spares.drain().map(|(_, spare)| spare).collect()
         };
         drop(spares);

@@ -15,6 +15,7 @@
 //! own children are registered here while they live ([`OwnedChildren`]), under a lock held
 //! across their spawn, so a child just spawned is never taken for an orphan.
 
+use crate::sync::LockExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -53,7 +54,7 @@ pub(crate) struct OwnedChildren(MutexGuard<'static, Vec<u32>>);
 
 impl OwnedChildren {
     pub(crate) fn lock() -> OwnedChildren {
-        OwnedChildren(OWNED.lock().unwrap_or_else(|p| p.into_inner()))
+        OwnedChildren(OWNED.lock_unpoisoned())
     }
 
     pub(crate) fn insert(&mut self, pid: u32) {

@@ -41,44 +41,7 @@ impl PermissionMode {
     }
 }
 
-/// An answer to a permission request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PermissionReply {
-    /// Allow this call.
-    Once,
-    /// Allow this call and every later one like it in this session.
-    Always,
-    /// Refuse this call.
-    Reject,
-}
-
-impl PermissionReply {
-    /// Parses `once`, `always` or `reject`.
-    pub fn parse(name: &str) -> Option<PermissionReply> {
-        match name {
-            "once" => Some(PermissionReply::Once),
-            "always" => Some(PermissionReply::Always),
-            "reject" => Some(PermissionReply::Reject),
-            _ => None,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            PermissionReply::Once => "once",
-            PermissionReply::Always => "always",
-            PermissionReply::Reject => "reject",
-        }
-    }
-
-    fn status(self) -> PermissionStatus {
-        match self {
-            PermissionReply::Once => PermissionStatus::Accept,
-            PermissionReply::Always => PermissionStatus::AcceptForSession,
-            PermissionReply::Reject => PermissionStatus::Reject,
-        }
-    }
-}
+pub use crate::universal::PermissionReply;
 
 /// Who answered a permission request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,7 +265,7 @@ fn resolved(
     reason: Option<&str>,
 ) -> EventDraft {
     let mut metadata = request.metadata();
-    metadata.insert("reply".into(), json!(reply.name()));
+    metadata.insert("reply".into(), json!(reply.as_str()));
     metadata.insert("decidedBy".into(), json!(decided_by.name()));
     if let Some(reason) = reason {
         metadata.insert("reason".into(), json!(reason));

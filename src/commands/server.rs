@@ -34,6 +34,8 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             ws: crate::ws::WsOptions {
                 heartbeat_timeout: config.ws_heartbeat_timeout,
                 default_agent: config.ws_default_agent.clone(),
+                max_frame_bytes: config.ws_max_frame_bytes,
+                question_timeout: config.ws_question_timeout,
             },
             data_dir: Some(config.data_dir.clone()),
             webhooks: Some(engine.webhooks.clone()),

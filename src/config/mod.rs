@@ -58,6 +58,10 @@ pub struct DaemonConfig {
     pub ws_heartbeat_timeout: Duration,
     /// `/v1/ws`: the agent of the sessions it creates for prompts that name none.
     pub ws_default_agent: String,
+    /// `/v1/ws`: the largest message a client may send.
+    pub ws_max_frame_bytes: usize,
+    /// `/v1/ws`: how long a question its client is not shown waits before it is declined.
+    pub ws_question_timeout: Duration,
     /// Webhooks (`config/webhooks.rs`).
     pub webhooks: crate::webhooks::WebhookSettings,
     /// `GET /metrics` without the token.
@@ -120,6 +124,8 @@ pub const SERVER_KEYS: &[&str] = &[
     "allow_loader_env",
     "ws_heartbeat_timeout",
     "ws_default_agent",
+    "ws_max_frame_bytes",
+    "ws_question_timeout",
 ];
 
 /// The terminal client's own settings (`term/settings.rs`), also accepted in the files the
@@ -274,6 +280,23 @@ impl DaemonConfig {
                 "the WebSocket default agent `{ws_default_agent}` is not `codebuff` or `mock`"
             )));
         }
+        let ws_max_frame_bytes = l
+            .value("ws_max_frame_bytes", args.ws_max_frame_bytes)?
+            .unwrap_or(crate::ws::DEFAULT_MAX_FRAME_BYTES);
+        if !(crate::ws::MIN_FRAME_BYTES..=crate::ws::MAX_FRAME_BYTES).contains(&ws_max_frame_bytes)
+        {
+            return Err(ConfigError(format!(
+                "the WebSocket frame limit must be between {} and {} bytes, got {ws_max_frame_bytes}",
+                crate::ws::MIN_FRAME_BYTES,
+                crate::ws::MAX_FRAME_BYTES
+            )));
+        }
+        let ws_question_timeout = positive_seconds(
+            "WebSocket question timeout",
+            l.value("ws_question_timeout", args.ws_question_timeout)?
+                .unwrap_or(crate::ws::DEFAULT_QUESTION_TIMEOUT_SECS),
+        )?
+        .unwrap_or(Duration::from_secs(60));
         let webhooks = webhooks::resolve(&mut l, &args.webhooks)?;
         let metrics_no_auth = webhooks::metrics_no_auth(&mut l, &args.webhooks)?;
         Ok(DaemonConfig {
@@ -281,6 +304,8 @@ impl DaemonConfig {
             metrics_no_auth,
             ws_heartbeat_timeout,
             ws_default_agent,
+            ws_max_frame_bytes,
+            ws_question_timeout,
             permission_mode,
             permission_timeout,
             max_session_credits,
@@ -518,6 +543,26 @@ mod tests {
             DaemonConfig::resolve(&args(&["--ws-default-agent", "claude"]), &env(&[])).is_err()
         );
         assert!(DaemonConfig::resolve(&args(&["--ws-heartbeat-timeout", "0"]), &env(&[])).is_err());
+    }
+
+    #[test]
+    fn websocket_frame_limit_and_question_timeout_default_and_are_bounded() {
+        let c = DaemonConfig::resolve(&args(&[]), &env(&[])).unwrap();
+        assert_eq!(c.ws_max_frame_bytes, 16 * 1024 * 1024);
+        assert_eq!(c.ws_question_timeout, Duration::from_secs(60));
+        let c = DaemonConfig::resolve(
+            &args(&["--ws-question-timeout", "0.5"]),
+            &env(&[("CODEBUFFD_WS_MAX_FRAME_BYTES", "65536")]),
+        )
+        .unwrap();
+        assert_eq!(c.ws_max_frame_bytes, 65_536);
+        assert_eq!(c.ws_question_timeout, Duration::from_millis(500));
+        for bad in ["1000", "2000000000"] {
+            let e = DaemonConfig::resolve(&args(&["--ws-max-frame-bytes", bad]), &env(&[]))
+                .unwrap_err();
+            assert!(e.0.contains("frame limit"), "{}", e.0);
+        }
+        assert!(DaemonConfig::resolve(&args(&["--ws-question-timeout", "0"]), &env(&[])).is_err());
     }
 
     #[test]

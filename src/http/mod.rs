@@ -175,7 +175,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         )
         .route(
             "/v1/ws",
-            crate::ws::route(state.manager.clone(), &options.ws, options.max_body_bytes),
+            crate::ws::route(state.manager.clone(), &options.ws),
         )
         .merge(acp);
     // Behind the token unless `--metrics-no-auth` (then merged below, after the token check).

@@ -1,12 +1,12 @@
 //! `SessionInfo`: what `GET /v1/sessions[/{id}]` reports about a session, kept current by its
 //! actor and read without waiting for it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::universal::Cost;
 
 /// Where a session is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     /// No turn is running; a message starts one.
@@ -58,8 +58,10 @@ pub enum EndState {
     Error(String),
 }
 
+// The terminal client reads it back from `/v1` (`Deserialize`): both of its transports show
+// the same type. The line below is the schema's description.
 /// A snapshot of a session (`SessionInfo` of `docs/http-api.md`).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     pub session_id: String,
@@ -85,11 +87,11 @@ pub struct SessionInfo {
     pub title: Option<String>,
     pub status: SessionStatus,
     /// The credits the session may spend, when it has a budget.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub budget: Option<f64>,
     /// The credits it may still spend, when it has a budget.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub remaining: Option<f64>,
     /// What the session has spent so far.

@@ -26,6 +26,7 @@ use super::SessionError;
 use crate::agent::AgentKind;
 use crate::codebuff::PermissionReply;
 use crate::store::{EventStore, StoreError};
+use crate::sync::{LockExt, RwLockExt};
 use crate::universal::format_time;
 
 /// Longest accepted session id.
@@ -73,7 +74,7 @@ impl SessionManager {
 
     /// The ids of every session, in no order (cheaper than [`SessionManager::list`]).
     pub fn ids(&self) -> Vec<String> {
-        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.read_unpoisoned();
         sessions.keys().cloned().collect()
     }
 
@@ -88,7 +89,7 @@ impl SessionManager {
     }
 
     fn handle(&self, id: &str) -> Result<Arc<Handle>, SessionError> {
-        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.read_unpoisoned();
         sessions
             .get(id)
             .cloned()
@@ -135,7 +136,7 @@ impl SessionManager {
         // A warm agent for its first turn.
         self.ctx.agents.prewarm(settings.agent);
         let settings = Arc::new(settings);
-        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.write_unpoisoned();
         if sessions.contains_key(id) {
             return Err(SessionError::AlreadyExists(id.to_owned()));
         }
@@ -175,7 +176,7 @@ impl SessionManager {
     /// sessions were loaded.
     pub fn restore(&self) -> Result<usize, SessionError> {
         let records = self.ctx.store.load_sessions()?;
-        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.write_unpoisoned();
         let mut loaded = 0;
         let mut others = 0;
         for record in records {
@@ -250,7 +251,7 @@ impl SessionManager {
 
     /// Every session, newest first.
     pub fn list(&self) -> Vec<SessionInfo> {
-        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.read_unpoisoned();
         let mut handles: Vec<&Arc<Handle>> = sessions.values().collect();
         handles.sort_by_key(|h| std::cmp::Reverse((h.created_at, h.order)));
         handles.into_iter().map(|h| info_of(h)).collect::<Vec<_>>()
@@ -267,7 +268,7 @@ impl SessionManager {
         statuses: &[SessionStatus],
     ) -> Result<(Vec<SessionInfo>, Option<String>), SessionError> {
         let after = cursor.map(parse_cursor).transpose()?;
-        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.read_unpoisoned();
         let mut handles: Vec<&Arc<Handle>> = sessions
             .values()
             .filter(|h| after.is_none_or(|a| (h.created_at, h.order) < a))
@@ -298,7 +299,7 @@ impl SessionManager {
     /// Ended sessions whose last event is older than `age`, for retention.
     pub fn ended_before(&self, age: Duration) -> Vec<String> {
         let cutoff = now_ms().saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
-        let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.read_unpoisoned();
         sessions
             .values()
             .filter(|h| {
@@ -307,6 +308,12 @@ impl SessionManager {
             })
             .map(|h| h.id.to_string())
             .collect()
+    }
+
+    /// A cursor on session `id`'s committed log after sequence `after` (0: from its first
+    /// event): replay, then live. Every door reads sessions through it ([`super::Follow`]).
+    pub fn follow(&self, id: &str, after: u64) -> Result<super::Follow, SessionError> {
+        super::Follow::new(self.ctx.store.clone(), id, after)
     }
 
     /// One session's info.
@@ -486,7 +493,7 @@ impl SessionManager {
         if handle.tx.send(Command::Shutdown { reply }).is_ok() {
             let _ = rx.await;
         }
-        let task = handle.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let task = handle.task.lock_unpoisoned().take();
         if let Some(task) = task {
             let _ = task.await;
         }
@@ -501,7 +508,7 @@ impl SessionManager {
             self.revive(&handle);
             return Err(e.into());
         }
-        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.write_unpoisoned();
         if sessions.get(id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
             sessions.remove(id);
         }
@@ -521,14 +528,14 @@ impl SessionManager {
             old.created_at,
             Origin::Restored { running: None },
         );
-        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.write_unpoisoned();
         sessions.insert(old.id.to_string(), handle);
     }
 
     /// Drops the warm spare of `kind` when no session that can still take a turn uses it.
     fn release_spare_if_unused(&self, kind: AgentKind) {
         let in_use = {
-            let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+            let sessions = self.sessions.read_unpoisoned();
             sessions
                 .values()
                 .any(|h| h.settings.agent == kind && h.shared.lock().end.is_none())
@@ -543,7 +550,7 @@ impl SessionManager {
     pub async fn shutdown(&self, limit: Duration) {
         self.shutting_down.store(true, Ordering::SeqCst);
         let handles: Vec<Arc<Handle>> = {
-            let sessions = self.sessions.read().unwrap_or_else(|p| p.into_inner());
+            let sessions = self.sessions.read_unpoisoned();
             sessions.values().cloned().collect()
         };
         let mut waits = Vec::new();
@@ -558,7 +565,7 @@ impl SessionManager {
                 let _ = rx.await;
             }
             for h in &handles {
-                let task = h.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let task = h.task.lock_unpoisoned().take();
                 if let Some(task) = task {
                     let _ = task.await;
                 }

@@ -4,6 +4,7 @@
 mod actor;
 mod context;
 mod error;
+mod follow;
 mod info;
 mod manager;
 mod message;
@@ -13,13 +14,20 @@ mod recover;
 mod recovery;
 pub mod retention;
 mod settings;
+mod tracker;
 mod turn;
 
 pub use context::{Limits, SessionContext};
+// The engine's facade: what a door needs to name agents, prompt images and permission
+// replies, without reaching into the layers below.
+pub use crate::agent::{AgentKind, TurnImage};
+pub use crate::universal::PermissionReply;
 pub use error::SessionError;
+pub use follow::{Follow, LoggedEvent, DEFAULT_PAGE};
 pub use info::{EndState, SessionInfo, SessionStatus};
 pub use manager::SessionManager;
 pub use message::UserMessage;
 pub use recovery::LogSummary;
 pub use settings::{CreatePolicy, CreateRequest, SessionSettings, AGENT_MODES, PERMISSION_MODES};
+pub use tracker::{TurnEnd, TurnTracker};
 pub use turn::{decide_outcome, Ending, StopReason, TurnDriver};

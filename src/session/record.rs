@@ -7,6 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::info::{EndState, SessionStatus};
 use super::settings::SessionSettings;
 use crate::store::{RunningProcess, SessionRecord};
+use crate::sync::LockExt;
 use crate::universal::Cost;
 
 /// The changing part of `SessionInfo`, written by the session's actor, read by anyone.
@@ -50,7 +51,7 @@ impl Shared {
 
     /// The live state, locked (briefly: never across an await or I/O).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Live> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.lock_unpoisoned()
     }
 
     /// A copy of the live state.

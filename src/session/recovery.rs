@@ -157,6 +157,7 @@ impl LogSummary {
                 status,
                 cost: Cost::default(),
                 cost_reported: false,
+                session_cost: Some(self.cost),
                 exit_code: None,
                 signal: None,
                 agent_id: None,

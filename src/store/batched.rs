@@ -23,6 +23,7 @@ use super::outbox::{Outbox, OutboxRoutes};
 use super::tail::SessionLog;
 use super::writer::{BatchWriter, Op, Writer};
 use super::{EventStore, SessionRecord, StoreError, StoredEvent};
+use crate::sync::RwLockExt;
 use crate::universal::EventDraft;
 
 /// The read side of a database, callable from any thread (including async runtime threads).
@@ -112,12 +113,7 @@ impl BatchedStore {
 
     /// The session's log, loaded from the database on first use.
     fn log(&self, session_id: &str) -> Result<Arc<SessionLog>, StoreError> {
-        if let Some(log) = self
-            .logs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session_id)
-        {
+        if let Some(log) = self.logs.read_unpoisoned().get(session_id) {
             return Ok(log.clone());
         }
         let last = self
@@ -128,7 +124,7 @@ impl BatchedStore {
     }
 
     fn insert_log(&self, session_id: &str, last: u64) -> Arc<SessionLog> {
-        let mut logs = self.logs.write().unwrap_or_else(|p| p.into_inner());
+        let mut logs = self.logs.write_unpoisoned();
         logs.entry(session_id.to_owned())
             .or_insert_with(|| {
                 Arc::new(SessionLog::new(
@@ -146,11 +142,7 @@ impl EventStore for BatchedStore {
     fn create(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let session_id = record.session_id.as_str();
         self.writer.check()?;
-        let known = self
-            .logs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(session_id);
+        let known = self.logs.read_unpoisoned().contains_key(session_id);
         if known {
             return Err(StoreError::AlreadyExists(session_id.to_owned()));
         }
@@ -179,11 +171,7 @@ impl EventStore for BatchedStore {
             session_id: session_id.to_owned(),
             done,
         })?;
-        let log = self
-            .logs
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session_id);
+        let log = self.logs.write_unpoisoned().remove(session_id);
         Ok(existed || log.is_some())
     }
 
@@ -199,13 +187,7 @@ impl EventStore for BatchedStore {
         self.writer.check()?;
         self.writer.call(|done| Op::Flush { done })?;
         // Everything is committed: trim every tail (here, not on the writer thread).
-        let logs: Vec<Arc<SessionLog>> = self
-            .logs
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let logs: Vec<Arc<SessionLog>> = self.logs.read_unpoisoned().values().cloned().collect();
         for log in logs {
             log.tail().trim();
         }

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use super::memory_outbox::MemoryOutbox;
 use super::outbox::{now_ms, Outbox};
 use super::{EventStore, SessionRecord, StoreError, StoredEvent};
+use crate::sync::{LockExt, RwLockExt};
 use crate::universal::EventDraft;
 
 struct Log {
@@ -33,7 +34,7 @@ impl MemoryStore {
     }
 
     fn log(&self, session_id: &str) -> Result<Arc<Log>, StoreError> {
-        let logs = self.logs.read().unwrap_or_else(|p| p.into_inner());
+        let logs = self.logs.read_unpoisoned();
         logs.get(session_id)
             .cloned()
             .ok_or_else(|| StoreError::UnknownSession(session_id.to_owned()))
@@ -43,7 +44,7 @@ impl MemoryStore {
 impl EventStore for MemoryStore {
     fn create(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let session_id = record.session_id.as_str();
-        let mut logs = self.logs.write().unwrap_or_else(|p| p.into_inner());
+        let mut logs = self.logs.write_unpoisoned();
         if logs.contains_key(session_id) {
             return Err(StoreError::AlreadyExists(session_id.to_owned()));
         }
@@ -58,14 +59,13 @@ impl EventStore for MemoryStore {
             }),
         );
         self.records
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
+            .write_unpoisoned()
             .insert(session_id.to_owned(), record.clone());
         Ok(())
     }
 
     fn put_session(&self, record: &SessionRecord) -> Result<(), StoreError> {
-        let mut records = self.records.write().unwrap_or_else(|p| p.into_inner());
+        let mut records = self.records.write_unpoisoned();
         match records.get_mut(&record.session_id) {
             Some(r) => {
                 *r = record.clone();
@@ -76,21 +76,13 @@ impl EventStore for MemoryStore {
     }
 
     fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        let record = self
-            .records
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session_id);
-        let log = self
-            .logs
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session_id);
+        let record = self.records.write_unpoisoned().remove(session_id);
+        let log = self.logs.write_unpoisoned().remove(session_id);
         Ok(record.is_some() || log.is_some())
     }
 
     fn load_sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
-        let records = self.records.read().unwrap_or_else(|p| p.into_inner());
+        let records = self.records.read_unpoisoned();
         let mut all: Vec<SessionRecord> = records.values().cloned().collect();
         all.sort_by(|a, b| {
             a.created_at
@@ -113,8 +105,8 @@ impl EventStore for MemoryStore {
     ) -> Result<u64, StoreError> {
         let log = self.log(session_id)?;
         // One writer at a time; readers wait only while the finished events are pushed.
-        let _writer = log.append.lock().unwrap_or_else(|p| p.into_inner());
-        let first = log.events.read().unwrap_or_else(|p| p.into_inner()).len() as u64 + 1;
+        let _writer = log.append.lock_unpoisoned();
+        let first = log.events.read_unpoisoned().len() as u64 + 1;
         let stored =
             StoredEvent::stamp_all(drafts, first, &time, &log.session_id, native_session_id);
         let mut rows = Vec::new();
@@ -123,7 +115,7 @@ impl EventStore for MemoryStore {
             .rows_for(&log.session_id, &stored, now_ms(), &mut rows);
         self.outbox.insert(rows);
         let last = {
-            let mut events = log.events.write().unwrap_or_else(|p| p.into_inner());
+            let mut events = log.events.write_unpoisoned();
             events.extend(stored);
             events.len() as u64
         };
@@ -138,7 +130,7 @@ impl EventStore for MemoryStore {
         limit: usize,
     ) -> Result<Vec<Arc<StoredEvent>>, StoreError> {
         let log = self.log(session_id)?;
-        let events = log.events.read().unwrap_or_else(|p| p.into_inner());
+        let events = log.events.read_unpoisoned();
         let start = (after as usize).min(events.len());
         let end = start.saturating_add(limit).min(events.len());
         Ok(events[start..end].to_vec())

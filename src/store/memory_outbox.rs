@@ -8,6 +8,7 @@ use super::outbox::{
     Claim, NewOutboxRow, Outbox, OutboxQuery, OutboxRoutes, OutboxRow, Settlement, PENDING,
 };
 use super::StoreError;
+use crate::sync::LockExt;
 
 #[derive(Default)]
 struct Rows {
@@ -33,7 +34,7 @@ impl MemoryOutbox {
         if new.is_empty() {
             return;
         }
-        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows = self.rows.lock_unpoisoned();
         for row in new {
             rows.next_id += 1;
             let id = rows.next_id;
@@ -71,7 +72,7 @@ impl Outbox for MemoryOutbox {
     }
 
     fn claim(&self, claim: &Claim<'_>) -> Result<Vec<OutboxRow>, StoreError> {
-        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows = self.rows.lock_unpoisoned();
         let mut due: Vec<&mut Leased> = rows
             .rows
             .values_mut()
@@ -107,7 +108,7 @@ impl Outbox for MemoryOutbox {
         now: u64,
         settlement: &Settlement,
     ) -> Result<bool, StoreError> {
-        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows = self.rows.lock_unpoisoned();
         let Some(l) = rows.rows.get_mut(&id) else {
             return Ok(false);
         };
@@ -125,7 +126,7 @@ impl Outbox for MemoryOutbox {
     }
 
     fn release(&self, owner: &str) -> Result<u64, StoreError> {
-        let mut rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows = self.rows.lock_unpoisoned();
         let mut released = 0;
         for l in rows.rows.values_mut() {
             if l.lease.as_ref().is_some_and(|(o, _)| o == owner) {
@@ -137,7 +138,7 @@ impl Outbox for MemoryOutbox {
     }
 
     fn list(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {
-        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let rows = self.rows.lock_unpoisoned();
         Ok(rows
             .rows
             .values()
@@ -152,7 +153,7 @@ impl Outbox for MemoryOutbox {
     }
 
     fn pending(&self) -> Result<u64, StoreError> {
-        let rows = self.rows.lock().unwrap_or_else(|p| p.into_inner());
+        let rows = self.rows.lock_unpoisoned();
         Ok(rows
             .rows
             .values()

@@ -25,6 +25,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::{StoreError, StoredEvent};
+use crate::sync::RwLockExt;
 use crate::universal::EVENT_TYPES;
 
 /// A row waits for delivery (or for its next attempt).
@@ -112,13 +113,13 @@ impl std::fmt::Debug for OutboxRoutes {
 impl OutboxRoutes {
     /// Sets the daemon's endpoints (for every session's events).
     pub fn set_daemon(&self, routes: Vec<OutboxRoute>) {
-        *self.daemon.write().unwrap_or_else(|p| p.into_inner()) = routes.into();
+        *self.daemon.write_unpoisoned() = routes.into();
         self.refresh();
     }
 
     /// Sets a session's own endpoints (before its first event is appended).
     pub fn set_session(&self, session_id: &str, routes: Vec<OutboxRoute>) {
-        let mut sessions = self.sessions.write().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.write_unpoisoned();
         if routes.is_empty() {
             sessions.remove(session_id);
         } else {
@@ -129,16 +130,8 @@ impl OutboxRoutes {
     }
 
     fn refresh(&self) {
-        let daemon = !self
-            .daemon
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty();
-        let sessions = !self
-            .sessions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty();
+        let daemon = !self.daemon.read_unpoisoned().is_empty();
+        let sessions = !self.sessions.read_unpoisoned().is_empty();
         self.any.store(daemon || sessions, Ordering::Release);
     }
 
@@ -168,17 +161,8 @@ impl OutboxRoutes {
         if !self.active() {
             return;
         }
-        let daemon = self
-            .daemon
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let own = self
-            .sessions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(session_id)
-            .cloned();
+        let daemon = self.daemon.read_unpoisoned().clone();
+        let own = self.sessions.read_unpoisoned().get(session_id).cloned();
         let routes = daemon.iter().chain(own.iter().flat_map(|r| r.iter()));
         let mut wanted = 0u16;
         for route in routes.clone() {

@@ -13,6 +13,7 @@
 //! thread ([`super::writer`]) and a small pool of reader threads that callers hand their
 //! queries to. Connections are plain TCP (no TLS): use a loopback or private network.
 
+use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -493,7 +494,7 @@ impl PgReaders {
 
 fn serve(queue: &Mutex<Receiver<Job>>, conn: &mut PgConn) {
     loop {
-        let job = queue.lock().unwrap_or_else(|p| p.into_inner()).recv();
+        let job = queue.lock_unpoisoned().recv();
         match job {
             Ok(job) => job(conn),
             Err(_) => return,

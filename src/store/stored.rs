@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::StoreError;
-use crate::universal::{EventDraft, RawLine, UniversalEvent};
+use crate::universal::{EventData, EventDraft, RawLine, UniversalEvent};
 
 /// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
 const NO_RAW_END: &str = "null}";
@@ -149,6 +149,21 @@ impl StoredEvent {
             .map_err(|e| invalid(format!("event {}: {e}", self.sequence)))?;
         event.raw = self.raw.as_ref().map(StoredRaw::to_line).transpose()?;
         Ok(event)
+    }
+
+    /// The event's payload, parsing only its `data` (found by [`StoredEvent::data_json`],
+    /// else by parsing the envelope): what a reader that projects events needs.
+    pub fn decode_data(&self) -> Result<EventData, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        struct DataOnly<'a> {
+            #[serde(borrow)]
+            data: &'a RawValue,
+        }
+        if let Some(data) = self.data_json() {
+            return EventData::from_parts(self.event_type, data);
+        }
+        let envelope: DataOnly<'_> = serde_json::from_str(&self.json)?;
+        EventData::from_parts(self.event_type, envelope.data.get())
     }
 
     /// An event read back from a database: its JSON must be one this daemon wrote for

@@ -8,6 +8,7 @@
 //!   once committed), but never past an uncommitted `turn.ended` or `session.ended` (see
 //!   [`super::batched`]).
 
+use crate::sync::LockExt;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -80,12 +81,12 @@ impl SessionLog {
 
     /// The tail, locked (hold it briefly: never across database I/O).
     pub fn tail(&self) -> MutexGuard<'_, Tail> {
-        self.tail.lock().unwrap_or_else(|p| p.into_inner())
+        self.tail.lock_unpoisoned()
     }
 
     /// Serializes appends to this session.
     pub fn appending(&self) -> MutexGuard<'_, ()> {
-        self.appending.lock().unwrap_or_else(|p| p.into_inner())
+        self.appending.lock_unpoisoned()
     }
 
     /// The last sequence readers may see.

@@ -12,6 +12,7 @@
 //! probe commits, the store is healthy again. [`Writer::health`] says which it is. Only a
 //! writer thread that died (a panic) fails the store for good.
 
+use crate::sync::{unpoisoned, LockExt};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
@@ -174,15 +175,12 @@ struct Shared {
 
 impl Shared {
     fn failure(&self) -> Option<String> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.failure.lock_unpoisoned().clone()
     }
 
     /// The store cannot write (until a probe succeeds, unless the writer is dead).
     fn degrade(&self, why: &str) {
-        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        let mut failure = self.failure.lock_unpoisoned();
         if failure.is_none() {
             tracing::error!(error = %why, "the event log cannot be written; the store is degraded until it can");
             *failure = Some(why.to_owned());
@@ -193,7 +191,7 @@ impl Shared {
 
     /// The store writes again.
     fn recover(&self) {
-        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        let mut failure = self.failure.lock_unpoisoned();
         if failure.take().is_some() {
             tracing::info!("the event log can be written again");
             self.health.send_replace(None);
@@ -202,11 +200,11 @@ impl Shared {
 
     /// Events queued and not yet committed.
     fn pending(&self) -> usize {
-        *self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        *self.pending.lock_unpoisoned()
     }
 
     fn release(&self, events: usize) {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pending = self.pending.lock_unpoisoned();
         *pending = pending.saturating_sub(events);
         self.drained.notify_all();
         self.show_room(*pending);
@@ -284,19 +282,15 @@ impl Writer {
 
     /// Waits while too many events are queued (bounding memory), then counts `events` in.
     pub fn reserve(&self, events: usize) -> Result<(), StoreError> {
-        let mut pending = self
-            .shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut pending = self.shared.pending.lock_unpoisoned();
         while *pending > 0 && *pending + events > self.shared.max_pending {
             self.check()?;
-            pending = self
-                .shared
-                .drained
-                .wait_timeout(pending, Duration::from_millis(100))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            pending = unpoisoned(
+                self.shared
+                    .drained
+                    .wait_timeout(pending, Duration::from_millis(100)),
+            )
+            .0;
         }
         self.check()?;
         *pending += events;
@@ -354,7 +348,7 @@ impl Drop for Stopped {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.0.dead.store(true, Ordering::Release);
-            let mut failure = self.0.failure.lock().unwrap_or_else(|p| p.into_inner());
+            let mut failure = self.0.failure.lock_unpoisoned();
             let why = failure.get_or_insert_with(|| "the store's writer stopped".to_owned());
             self.0.health.send_replace(Some(why.as_str().into()));
         }

@@ -7,9 +7,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::error::ClientError;
+use super::format::closing_line;
 use super::prompts::{Asker, PermissionAnswer, QuestionReply};
 use super::render::{Piece, Renderer, Style};
 use super::transport::Transport;
@@ -78,7 +80,7 @@ impl Default for Interrupts {
 
 /// Sends `text` to session `id` and follows its turn to the end.
 pub async fn run(
-    transport: &Transport,
+    transport: &dyn Transport,
     id: &str,
     text: &str,
     io: TurnIo<'_>,
@@ -93,7 +95,7 @@ pub async fn run(
 
 /// Follows the first turn that starts after sequence `after` to its end.
 pub async fn follow(
-    transport: &Transport,
+    transport: &dyn Transport,
     id: &str,
     after: u64,
     io: TurnIo<'_>,
@@ -113,7 +115,7 @@ pub async fn follow(
     let mut last_error: Option<String> = None;
     loop {
         let event = tokio::select! {
-            event = events.next() => event?,
+            event = events.next() => event.transpose()?,
             () = interrupts.next() => {
                 if cancelled_at.is_some_and(|at| at.elapsed() < SECOND_INTERRUPT) {
                     view.finish();
@@ -197,6 +199,18 @@ pub async fn follow(
             }
             _ => {}
         }
+    }
+}
+
+/// Says how a turn ended: why, when it did not complete, and (with `closing`) the closing line
+/// — status, duration, cost and how to resume.
+pub fn show_ending(view: &mut View, result: &TurnResult, id: &str, closing: bool) {
+    if let (Some(message), false) = (&result.message, result.status == TurnStatus::Completed) {
+        view.notice(Style::Error, &format!("codebuffd: {message}"));
+    }
+    if closing {
+        let (style, line) = closing_line(result.status, result.elapsed, result.cost, id);
+        view.notice(style, &line);
     }
 }
 

@@ -91,6 +91,11 @@ pub struct TurnMetadata {
     pub cost: Cost,
     /// False when the run ended without reporting a cost (no `finish`).
     pub cost_reported: bool,
+    /// The session's cost so far, this turn included: what a client shows as the session's
+    /// total without adding turns up. Absent only in logs written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub session_cost: Option<Cost>,
     /// The agent process's exit code, when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
@@ -131,6 +136,20 @@ pub enum TurnStatus {
     Interrupted,
     /// **(ours)** Stopped because the session reached its credit budget.
     BudgetExhausted,
+}
+
+impl TurnStatus {
+    /// The status's name, as served (`completed`, `timed_out`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnStatus::Completed => "completed",
+            TurnStatus::Failed => "failed",
+            TurnStatus::TimedOut => "timed_out",
+            TurnStatus::Cancelled => "cancelled",
+            TurnStatus::Interrupted => "interrupted",
+            TurnStatus::BudgetExhausted => "budget_exhausted",
+        }
+    }
 }
 
 /// `item.started` / `item.completed`.
@@ -176,6 +195,47 @@ pub enum PermissionStatus {
     Accept,
     AcceptForSession,
     Reject,
+}
+
+/// An answer to a permission request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PermissionReply {
+    /// Allow this call.
+    Once,
+    /// Allow this call and every later one like it in this session.
+    Always,
+    /// Refuse this call.
+    Reject,
+}
+
+impl PermissionReply {
+    /// Parses `once`, `always` or `reject`.
+    pub fn parse(name: &str) -> Option<PermissionReply> {
+        match name {
+            "once" => Some(PermissionReply::Once),
+            "always" => Some(PermissionReply::Always),
+            "reject" => Some(PermissionReply::Reject),
+            _ => None,
+        }
+    }
+
+    /// The reply's name (`once`, `always`, `reject`), as requests carry it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionReply::Once => "once",
+            PermissionReply::Always => "always",
+            PermissionReply::Reject => "reject",
+        }
+    }
+
+    /// The status `permission.resolved` records for this reply.
+    pub fn status(self) -> PermissionStatus {
+        match self {
+            PermissionReply::Once => PermissionStatus::Accept,
+            PermissionReply::Always => PermissionStatus::AcceptForSession,
+            PermissionReply::Reject => PermissionStatus::Reject,
+        }
+    }
 }
 
 /// `question.requested` / `question.resolved`: the agent asks the user (Codebuff's `ask_user`).

@@ -28,6 +28,28 @@ pub struct Item {
     pub status: ItemStatus,
 }
 
+impl Item {
+    /// The item's text parts, joined; `None` when it has none (a tool call, an image …).
+    pub fn text(&self) -> Option<String> {
+        let mut texts = self.content.iter().filter_map(|p| match p {
+            ContentPart::Text { text } => Some(text.as_str()),
+            _ => None,
+        });
+        let first = texts.next()?;
+        let mut joined = first.to_owned();
+        joined.extend(texts);
+        Some(joined)
+    }
+
+    /// True for a top-level assistant message (not a subagent's): the turn's answer is the
+    /// last of these.
+    pub fn is_answer(&self) -> bool {
+        self.kind == ItemKind::Message
+            && self.role == Some(ItemRole::Assistant)
+            && self.parent_id.is_none()
+    }
+}
+
 /// What sort of item it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]

@@ -22,10 +22,10 @@ mod time;
 pub use content::{ContentPart, FileAction, ReasoningVisibility};
 pub use cost::Cost;
 pub use data::{
-    AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, PermissionStatus,
-    QuestionData, QuestionOption, QuestionSpec, QuestionStatus, SessionEndReason, SessionEndedData,
-    SessionMetadata, SessionStartedData, TerminatedBy, TurnData, TurnMetadata, TurnPhase,
-    TurnStatus,
+    AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, PermissionReply,
+    PermissionStatus, QuestionData, QuestionOption, QuestionSpec, QuestionStatus, SessionEndReason,
+    SessionEndedData, SessionMetadata, SessionStartedData, TerminatedBy, TurnData, TurnMetadata,
+    TurnPhase, TurnStatus,
 };
 pub use event::{
     known_event_type, EventData, EventDraft, EventSource, RawLine, UniversalEvent, EVENT_TYPES,

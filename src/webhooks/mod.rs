@@ -36,6 +36,7 @@ pub use ssrf::{check_url, forbidden_ip, AllowList};
 
 use crate::store::outbox::{OutboxRoute, TypeMask};
 use crate::store::EventStore;
+use crate::sync::LockExt;
 
 /// How long shutdown waits for the dispatcher to give up its claims.
 const STOP_LIMIT: Duration = Duration::from_secs(3);
@@ -131,7 +132,7 @@ impl Webhooks {
     /// up, so the rows are delivered at the next start (or by another daemon of the fleet).
     pub async fn stop(&self) {
         let _ = self.stop.send(true);
-        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let task = self.task.lock_unpoisoned().take();
         if let Some(task) = task {
             if tokio::time::timeout(STOP_LIMIT, task).await.is_err() {
                 tracing::warn!("the webhook dispatcher did not stop in time");

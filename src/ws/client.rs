@@ -45,10 +45,14 @@ pub enum ClientAction {
     Init(Box<InitAction>),
     /// **(ours)** `answer`: answer a question the agent asked.
     Answer(AnswerAction),
-    /// **(ours)** `cancel`: stop the running prompt.
+    /// `cancel-user-input` (the protocol's, from `@codebuff/sdk`), or **(ours)** `cancel`:
+    /// stop the running prompt.
     Cancel(CancelAction),
     /// **(ours)** `permission-reply`: allow or refuse a tool the agent wants to run.
     PermissionReply(PermissionReplyAction),
+    /// An action of an older generation of the protocol (the `codebuff` CLI 1.0's
+    /// `user-input`): answered with an `action-error` naming the generation served.
+    Unsupported { kind: String },
 }
 
 /// The `prompt` action (field names as the protocol spells them).
@@ -85,9 +89,14 @@ pub struct PromptAction {
     /// `codebuff` or `mock` picks the agent of a session this prompt creates.
     #[serde(default)]
     pub agent_id: Option<String>,
-    /// **(ours)** The session to run in (before `sessionState.sessionId` and `identify`).
+    /// **(ours)** The session to run in (before `sessionState` and `identify`).
     #[serde(default)]
     pub session_id: Option<String>,
+    /// **(ours)** The extension actions this prompt's client takes: `question` (then it
+    /// answers them; else the door declines an unanswered question after its question
+    /// timeout) and `permission`.
+    #[serde(default)]
+    pub extensions: Vec<String>,
 }
 
 impl PromptAction {
@@ -104,13 +113,15 @@ impl PromptAction {
             .join("\n")
     }
 
-    /// The session `sessionState` names, if it names one.
+    /// The session `sessionState` names, if it names one: its `sessionId`, else its
+    /// `mainAgentState.runId` (see [`super::state`]).
     pub fn state_session(&self) -> Option<&str> {
-        self.session_state
-            .as_ref()?
-            .get("sessionId")?
-            .as_str()
-            .filter(|s| !s.is_empty())
+        super::state::named_session(self.session_state.as_ref()?)
+    }
+
+    /// True when the client takes extension action `name` (`question`, `permission`).
+    pub fn takes(&self, name: &str) -> bool {
+        self.extensions.iter().any(|e| e == name)
     }
 
     /// Checks what serde cannot: a text to send, and content made of text parts.
@@ -135,6 +146,15 @@ impl PromptAction {
         }
         if self.prompt_id.is_empty() {
             return Err("`promptId` must not be empty".into());
+        }
+        if let Some(other) = self
+            .extensions
+            .iter()
+            .find(|e| !EXTENSIONS.contains(&e.as_str()))
+        {
+            return Err(format!(
+                "unknown extension `{other}`; expected `question` or `permission`"
+            ));
         }
         if self.text().trim().is_empty() {
             return Err("a prompt needs a non-empty `prompt` or text `content`".into());
@@ -174,7 +194,8 @@ pub struct AnswerAction {
     pub session_id: Option<String>,
 }
 
-/// **(ours)** The `cancel` action.
+/// The `cancel-user-input` action (`{promptId, authToken}`; the token is not needed: the
+/// connection was authenticated at its upgrade), or **(ours)** `cancel`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CancelAction {
@@ -249,7 +270,11 @@ pub struct ParseError {
 /// The message types a client may send.
 const MESSAGE_TYPES: &str = "identify, ping, subscribe, unsubscribe, action";
 /// The action types a client may send.
-const ACTION_TYPES: &str = "prompt, init, answer, cancel, permission-reply";
+const ACTION_TYPES: &str = "prompt, init, cancel-user-input, answer, cancel, permission-reply";
+/// The extension actions a prompt may ask for.
+const EXTENSIONS: [&str; 2] = ["question", "permission"];
+/// Actions of the protocol's older generation (the `codebuff` CLI 1.0), not served.
+const OLDER_GENERATION: [&str; 1] = ["user-input"];
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -260,6 +285,55 @@ struct IdentifyFields {
 #[derive(Deserialize)]
 struct TopicFields {
     topics: Vec<String>,
+}
+
+/// What can be read of a message too large to take: its `txid`, and a prompt's `promptId`
+/// and `sessionId`, so the refusal reaches the request that sent it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Head {
+    pub txid: Option<i64>,
+    pub prompt_id: Option<String>,
+    pub session_id: Option<String>,
+}
+
+/// Reads the [`Head`] of a message (empty when it is not a JSON object); skips the rest
+/// without keeping it.
+pub fn head(text: &str) -> Head {
+    #[derive(Deserialize)]
+    struct Outer {
+        #[serde(default)]
+        txid: Option<Value>,
+        #[serde(default)]
+        data: Option<Data>,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Data {
+        #[serde(default, rename = "type")]
+        kind: Option<Value>,
+        #[serde(default)]
+        prompt_id: Option<Value>,
+        #[serde(default)]
+        session_id: Option<Value>,
+    }
+    let Ok(outer) = serde_json::from_str::<Outer>(text) else {
+        return Head::default();
+    };
+    let text_of = |v: Option<Value>| match v {
+        Some(Value::String(s)) if !s.is_empty() => Some(s),
+        _ => None,
+    };
+    let (prompt_id, session_id) = match outer.data {
+        Some(d) if d.kind.as_ref().and_then(Value::as_str) == Some("prompt") => {
+            (text_of(d.prompt_id), text_of(d.session_id))
+        }
+        _ => (None, None),
+    };
+    Head {
+        txid: outer.txid.as_ref().and_then(Value::as_i64),
+        prompt_id,
+        session_id,
+    }
 }
 
 /// Parses one text frame.
@@ -359,7 +433,8 @@ fn parse_action(data: Map<String, Value>) -> Result<ClientAction, String> {
         }
         "init" => Ok(ClientAction::Init(Box::new(typed(&kind, data)?))),
         "answer" => Ok(ClientAction::Answer(typed(&kind, data)?)),
-        "cancel" => Ok(ClientAction::Cancel(typed(&kind, data)?)),
+        "cancel" | "cancel-user-input" => Ok(ClientAction::Cancel(typed(&kind, data)?)),
+        old if OLDER_GENERATION.contains(&old) => Ok(ClientAction::Unsupported { kind }),
         "permission-reply" => {
             let reply: PermissionReplyAction = typed(&kind, data)?;
             if !matches!(reply.reply.as_str(), "once" | "always" | "reject") {
@@ -535,11 +610,61 @@ mod tests {
                 })
             }
         );
+        assert_eq!(
+            ok(
+                r#"{"type":"action","txid":9,"data":{"type":"cancel-user-input","authToken":"k","promptId":"p2"}}"#
+            ),
+            ClientMessage::Action {
+                txid: Some(9),
+                action: ClientAction::Cancel(CancelAction {
+                    prompt_id: Some("p2".into()),
+                    session_id: None
+                })
+            }
+        );
         assert!(matches!(
             ok(r#"{"type":"action","data":{"type":"permission-reply","permissionId":"perm-1","reply":"always","sessionId":"s"}}"#),
             ClientMessage::Action { txid: None, action: ClientAction::PermissionReply(r) }
                 if r.permission_id == "perm-1" && r.reply == "always" && r.session_id.as_deref() == Some("s")
         ));
+    }
+
+    #[test]
+    fn the_older_generations_user_input_is_taken_to_be_refused_by_name() {
+        assert_eq!(
+            ok(r#"{"type":"action","txid":4,"data":{"type":"user-input","prompt":"hi"}}"#),
+            ClientMessage::Action {
+                txid: Some(4),
+                action: ClientAction::Unsupported {
+                    kind: "user-input".into()
+                }
+            }
+        );
+    }
+
+    #[test]
+    fn prompts_name_the_extensions_they_take() {
+        let ClientMessage::Action {
+            action: ClientAction::Prompt(p),
+            ..
+        } = ok(
+            r#"{"type":"action","data":{"type":"prompt","promptId":"p","prompt":"x","extensions":["question"]}}"#,
+        )
+        else {
+            panic!("not a prompt")
+        };
+        assert!(p.takes("question") && !p.takes("permission"));
+        assert_eq!(
+            err(r#"{"type":"action","data":{"type":"prompt","promptId":"p","prompt":"x","extensions":["telepathy"]}}"#).message,
+            "bad `prompt` action: unknown extension `telepathy`; expected `question` or `permission`"
+        );
+        let state = ok(
+            r#"{"type":"action","data":{"type":"prompt","promptId":"p","prompt":"x","sessionState":{"mainAgentState":{"runId":"s-4"}}}}"#,
+        );
+        assert!(
+            matches!(state, ClientMessage::Action { action: ClientAction::Prompt(p), .. }
+            if p.state_session() == Some("s-4"))
+        );
     }
 
     #[test]
@@ -573,7 +698,7 @@ mod tests {
             (e.txid, e.message.as_str()),
             (
                 Some(2),
-                "unknown action type `dance`; expected one of prompt, init, answer, cancel, permission-reply"
+                "unknown action type `dance`; expected one of prompt, init, cancel-user-input, answer, cancel, permission-reply"
             )
         );
     }
@@ -635,6 +760,34 @@ mod tests {
             err(r#"{"type":"action","data":{"type":"permission-reply","permissionId":"p","reply":"yes"}}"#).message,
             "bad `permission-reply` action: `reply` must be `once`, `always` or `reject`, got `yes`"
         );
+    }
+
+    #[test]
+    fn the_head_of_a_message_names_its_txid_and_prompt() {
+        let big = "x".repeat(10_000);
+        assert_eq!(
+            head(&format!(
+                r#"{{"type":"action","txid":7,"data":{{"type":"prompt","promptId":"p9","sessionState":{{"fileContext":"{big}"}},"sessionId":"s"}}}}"#
+            )),
+            Head {
+                txid: Some(7),
+                prompt_id: Some("p9".into()),
+                session_id: Some("s".into())
+            }
+        );
+        assert_eq!(
+            head(r#"{"type":"ping","txid":3}"#),
+            Head {
+                txid: Some(3),
+                ..Head::default()
+            }
+        );
+        assert_eq!(
+            head(r#"{"type":"action","txid":"x","data":{"type":"init","promptId":"p"}}"#),
+            Head::default()
+        );
+        assert_eq!(head("[1,2,3]"), Head::default());
+        assert_eq!(head(r#"{"txid":5,"data":7}"#), Head::default());
     }
 
     #[test]

@@ -12,3 +12,4 @@ pub mod invariants;
 pub mod procs;
 pub mod receiver;
 pub mod sse;
+pub mod ws;

@@ -11,6 +11,7 @@
 //! Line `n` of the file is envelope `n` (compact JSON holds no newline). A line cut short by a
 //! crash is dropped when the log is opened again.
 
+use crate::sync::LockExt;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
@@ -88,7 +89,7 @@ impl EnvelopeLog {
         if lines.is_empty() {
             return Ok(Vec::new());
         }
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = self.state.lock_unpoisoned();
         let mut buf = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
         for line in lines {
             buf.extend_from_slice(line.as_bytes());
@@ -124,7 +125,7 @@ impl EnvelopeLog {
     /// the file (blocking: call it off the async workers, see [`EnvelopeLog::read_after_async`]).
     pub fn read_after(&self, after: u64, max: usize) -> std::io::Result<Vec<Envelope>> {
         let offset = {
-            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let st = self.state.lock_unpoisoned();
             if after >= st.last {
                 return Ok(Vec::new());
             }
@@ -164,7 +165,7 @@ impl EnvelopeLog {
 
     /// Up to `max` envelopes after `after` when they are all in memory (or there are none).
     fn read_recent(&self, after: u64, max: usize) -> Option<Vec<Envelope>> {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.lock_unpoisoned();
         if after >= st.last {
             return Some(Vec::new());
         }
@@ -212,7 +213,7 @@ impl EnvelopeLog {
 
     /// Makes what was written durable against a crash of the machine.
     pub fn sync(&self) -> std::io::Result<()> {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = self.state.lock_unpoisoned();
         st.file.sync_data()
     }
 }

@@ -10,6 +10,7 @@ use super::record::{server_dirs, ServerRecord};
 use super::server::Server;
 use crate::agent::AgentKind;
 use crate::session::SessionManager;
+use crate::sync::RwLockExt;
 
 /// The directory of the servers' records and logs under the data directory.
 pub const SERVERS_DIR: &str = "acp-http";
@@ -86,8 +87,7 @@ impl Servers {
     /// The server `id`.
     pub fn get(&self, id: &str) -> Result<Arc<Server>, RegistryError> {
         self.servers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .read_unpoisoned()
             .get(id)
             .cloned()
             .ok_or_else(|| RegistryError::NotFound(id.to_owned()))
@@ -148,8 +148,7 @@ impl Servers {
         let server = Server::start(self.manager.clone(), &self.data_dir, dir, record)?;
         tracing::info!(server = %id, agent = agent.id(), "ACP server created");
         self.servers
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
+            .write_unpoisoned()
             .insert(id.to_owned(), server.clone());
         Ok(server)
     }
@@ -157,11 +156,7 @@ impl Servers {
     /// Deletes the server `id` (see [`Server::close`]) and its record and log. False when there
     /// was none.
     pub async fn delete(&self, id: &str) -> bool {
-        let removed = self
-            .servers
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        let removed = self.servers.write_unpoisoned().remove(id);
         let Some(server) = removed else {
             return false;
         };
@@ -177,8 +172,7 @@ impl Servers {
     pub fn list(&self) -> Vec<ServerInfo> {
         let mut list: Vec<ServerInfo> = self
             .servers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .read_unpoisoned()
             .values()
             .map(|s| ServerInfo {
                 server_id: s.id.clone(),
@@ -193,8 +187,7 @@ impl Servers {
     /// The number of live servers running `agent`, and when the oldest was created.
     pub fn of_agent(&self, agent: AgentKind) -> Vec<i64> {
         self.servers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .read_unpoisoned()
             .values()
             .filter(|s| s.agent == agent)
             .map(|s| s.created_at_ms)

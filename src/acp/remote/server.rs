@@ -32,6 +32,7 @@ use super::record::{ServerRecord, LOG_FILE};
 use crate::acp::{self, AcpOptions, Outbox};
 use crate::agent::AgentKind;
 use crate::session::SessionManager;
+use crate::sync::LockExt;
 
 /// The id of the `initialize` a restored server replays (its answer is not logged).
 const RESTORE_ID: &str = "codebuffd/restore-initialize";
@@ -87,30 +88,26 @@ impl Shared {
     /// A response is about to be written: settles its request's bookkeeping (recorded before the
     /// client can see the answer, so a crash right after cannot lose it) and returns who waits.
     fn settle(&self, key: &str, line: &str) -> Option<oneshot::Sender<Arc<str>>> {
-        let waiter = self
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        let waiter = self.waiting.lock_unpoisoned().remove(key);
         let waiter = waiter?;
         let ok = succeeded(line);
         match waiter.method.as_str() {
             "session/new" if ok => {
                 if let Some(id) = result_session_id(line) {
-                    let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut record = self.record.lock_unpoisoned();
                     record.sessions.push(id);
                     self.save(&record);
                 }
             }
             "initialize" if ok && waiter.tx.is_some() => {
-                let mut record = self.record.lock().unwrap_or_else(|p| p.into_inner());
+                let mut record = self.record.lock_unpoisoned();
                 record.initialize = waiter.params.clone();
                 self.save(&record);
             }
             _ => {}
         }
         if let Some(session) = &waiter.session {
-            let mut prompting = self.prompting.lock().unwrap_or_else(|p| p.into_inner());
+            let mut prompting = self.prompting.lock_unpoisoned();
             if let Some(n) = prompting.get_mut(session) {
                 *n -= 1;
                 if *n == 0 {
@@ -216,28 +213,20 @@ impl Server {
                 }
                 // Over (closed, or failed by itself): nothing waiting will be answered, and
                 // its streams end after what was logged.
-                shared
-                    .waiting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clear();
+                shared.waiting.lock_unpoisoned().clear();
                 log.close();
             })
         };
         if let Some(params) = initialize {
-            shared
-                .waiting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(
-                    id_key(&Value::from(RESTORE_ID)),
-                    Waiter {
-                        method: "initialize".into(),
-                        session: None,
-                        params: None,
-                        tx: None,
-                    },
-                );
+            shared.waiting.lock_unpoisoned().insert(
+                id_key(&Value::from(RESTORE_ID)),
+                Waiter {
+                    method: "initialize".into(),
+                    session: None,
+                    params: None,
+                    tx: None,
+                },
+            );
             let line = serde_json::json!({
                 "jsonrpc": "2.0", "id": RESTORE_ID, "method": "initialize", "params": params,
             })
@@ -276,36 +265,27 @@ impl Server {
                 *self
                     .shared
                     .prompting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
+                    .lock_unpoisoned()
                     .entry(session.clone())
                     .or_default() += 1;
             }
             let k = id_key(id);
             // A second request with the same id replaces the first's waiter (which then
             // answers that the server closed it): ids are the client's to keep apart.
-            self.shared
-                .waiting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(
-                    k.clone(),
-                    Waiter {
-                        method: method.to_owned(),
-                        session,
-                        params: (method == "initialize").then(|| params.cloned()).flatten(),
-                        tx: Some(tx),
-                    },
-                );
+            self.shared.waiting.lock_unpoisoned().insert(
+                k.clone(),
+                Waiter {
+                    method: method.to_owned(),
+                    session,
+                    params: (method == "initialize").then(|| params.cloned()).flatten(),
+                    tx: Some(tx),
+                },
+            );
             answer = Some(rx);
             key = Some(k);
         }
         let line = envelope.to_string();
-        let sender = self
-            .incoming
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let sender = self.incoming.lock_unpoisoned().clone();
         let delivered = match sender {
             Some(mut tx) => tx.send(Ok(line)).await.is_ok(),
             None => false,
@@ -325,11 +305,7 @@ impl Server {
     /// Hands the connection a message as the client wrote it, without following it: for what is
     /// not one JSON object (the connection answers the parse error or invalid request itself).
     pub async fn post_raw(&self, line: String) -> Result<(), PostError> {
-        let sender = self
-            .incoming
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let sender = self.incoming.lock_unpoisoned().clone();
         let Some(mut tx) = sender else {
             return Err(PostError::Closed);
         };
@@ -338,18 +314,9 @@ impl Server {
 
     /// Drops the waiter of request `key` (it was never delivered).
     fn forget(&self, key: &str) {
-        let waiter = self
-            .shared
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        let waiter = self.shared.waiting.lock_unpoisoned().remove(key);
         if let Some(session) = waiter.and_then(|w| w.session) {
-            let mut prompting = self
-                .shared
-                .prompting
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut prompting = self.shared.prompting.lock_unpoisoned();
             if let Some(n) = prompting.get_mut(&session) {
                 *n -= 1;
                 if *n == 0 {
@@ -361,10 +328,7 @@ impl Server {
 
     /// True until [`Server::close`].
     pub fn is_open(&self) -> bool {
-        self.incoming
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+        self.incoming.lock_unpoisoned().is_some()
     }
 
     /// The directory of its record and log.
@@ -377,17 +341,9 @@ impl Server {
     /// on other sessions are cancelled, requests still waiting are answered as closed, and its
     /// stream ends after what was logged.
     pub async fn close(&self) {
-        let incoming = self
-            .incoming
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let incoming = self.incoming.lock_unpoisoned().take();
         drop(incoming);
-        let connection = self
-            .connection
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let connection = self.connection.lock_unpoisoned().take();
         if let Some(connection) = connection {
             // The connection ends once its input does; it is stopped if it does not.
             let abort = connection.abort_handle();
@@ -398,18 +354,11 @@ impl Server {
                 abort.abort();
             }
         }
-        let created = self
-            .shared
-            .record
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .sessions
-            .clone();
+        let created = self.shared.record.lock_unpoisoned().sessions.clone();
         let prompting: Vec<String> = self
             .shared
             .prompting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_unpoisoned()
             .keys()
             .cloned()
             .collect();
@@ -421,11 +370,7 @@ impl Server {
         for id in prompting.iter().filter(|id| !created.contains(id)) {
             let _ = self.manager.cancel(id).await;
         }
-        self.shared
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.shared.waiting.lock_unpoisoned().clear();
         self.log.close();
     }
 }

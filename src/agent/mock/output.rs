@@ -6,6 +6,7 @@
 //! `finish` or an abort. [`Emitter`] is the scenario's side: it builds the event shapes of
 //! `docs/codebuff-events.md` §1 and flushes after each line.
 
+use crate::sync::LockExt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsFd;
@@ -68,7 +69,7 @@ impl Output {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panicking scenario thread must not take the supervisor's last line with it.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.inner.lock_unpoisoned()
     }
 
     /// Writes `line` (without its newline); flushes if `flush`.

@@ -2,6 +2,7 @@
 //! lines (answers to questions, replies to permission requests) to whoever waits for one, so
 //! several waits in one run never compete for the stream.
 
+use crate::sync::LockExt;
 use std::io;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock};
@@ -47,7 +48,7 @@ fn lines() -> &'static Mutex<Receiver<Line>> {
 /// The next stdin line, waiting until `deadline` (`None`: for ever); oversized lines are
 /// skipped with a note.
 pub(super) fn next_line(deadline: Option<Instant>) -> Next {
-    let rx = lines().lock().unwrap_or_else(|p| p.into_inner());
+    let rx = lines().lock_unpoisoned();
     loop {
         let received = match deadline {
             Some(deadline) => rx.recv_timeout(deadline.saturating_duration_since(Instant::now())),

@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 
 use crate::store::StoreError;
+use crate::sync::{unpoisoned, LockExt};
 
 /// Bytes committed between checkpoints (SQLite's own default is 1000 pages, about 4 MiB).
 const THRESHOLD: usize = 4 << 20;
@@ -55,7 +56,7 @@ impl Checkpointer {
 
     /// Counts `bytes` the writer just committed, waking the thread past the threshold.
     pub fn committed(&self, bytes: usize) {
-        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.shared.state.lock_unpoisoned();
         let before = state.written;
         state.written = before.saturating_add(bytes);
         if before < THRESHOLD && state.written >= THRESHOLD {
@@ -66,11 +67,7 @@ impl Checkpointer {
 
 impl Drop for Checkpointer {
     fn drop(&mut self) {
-        self.shared
-            .state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .stop = true;
+        self.shared.state.lock_unpoisoned().stop = true;
         self.shared.wake.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -81,9 +78,9 @@ impl Drop for Checkpointer {
 fn run(conn: &Connection, shared: &Shared) {
     loop {
         {
-            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = shared.state.lock_unpoisoned();
             while !state.stop && state.written < THRESHOLD {
-                state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+                state = unpoisoned(shared.wake.wait(state));
             }
             if state.stop {
                 return;

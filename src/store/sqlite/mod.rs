@@ -9,6 +9,7 @@
 //! it survives a power loss together with everything committed before it; ordinary event
 //! batches do not pay an fsync each.
 
+use crate::sync::LockExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -471,13 +472,13 @@ impl SqliteReader {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let idle = self.idle.lock_unpoisoned().pop();
         let conn = match idle {
             Some(conn) => conn,
             None => open_reader(&self.path)?,
         };
         let result = f(&conn);
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let mut idle = self.idle.lock_unpoisoned();
         if idle.len() < IDLE_READERS {
             idle.push(conn);
         }

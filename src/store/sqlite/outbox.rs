@@ -14,6 +14,7 @@ use crate::store::outbox::{
 };
 use crate::store::row::{to_i64, to_u64};
 use crate::store::StoreError;
+use crate::sync::LockExt;
 
 /// Version 4 → 5: the outbox. `AUTOINCREMENT`: an id is never reused, so a listing's pages
 /// stay put.
@@ -88,7 +89,7 @@ impl SqliteOutbox {
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, StoreError> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut conn = self.conn.lock_unpoisoned();
         f(&mut conn).map_err(sql_error)
     }
 }
