@@ -1,5 +1,6 @@
 //! The `/v1` HTTP API: routes, SSE, auth, CORS, body limits and problem documents
-//! (`docs/http-api.md`). The only layer that knows about HTTP.
+//! (`docs/http-api.md`), and the inspector page at `/ui/` (`ui.rs`, a `/v1` client). The only
+//! layer that knows about HTTP.
 
 mod acp;
 mod acp_ws;
@@ -14,6 +15,7 @@ mod problem;
 mod questions;
 mod serve;
 mod sessions;
+mod ui;
 mod webhooks;
 
 use std::sync::Arc;
@@ -31,6 +33,10 @@ use crate::session::SessionManager;
 pub use openapi::ApiDoc;
 pub use problem::Problem;
 pub use serve::{default_max_connections, serve, ServeOptions};
+pub use ui::{
+    file_names as inspector_files, total_bytes as inspector_bytes,
+    CONTENT_SECURITY_POLICY as INSPECTOR_CSP,
+};
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -192,7 +198,9 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .with_state(state);
+        .with_state(state)
+        // The inspector's files need no token (the page asks for it); the guard still applies.
+        .merge(ui::routes());
     let api = if options.metrics_no_auth {
         api.merge(open_metrics)
     } else {

@@ -98,11 +98,55 @@ pub struct SessionInfo {
     pub cost: Cost,
     /// How many turns the session has begun.
     pub turns: u64,
+    /// (ours) The session's first prompt on one line (whitespace runs made one space), cut
+    /// after 200 characters with `…`, once a turn has begun: what a list shows for a session
+    /// created without a title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub first_prompt: Option<String>,
+}
+
+/// Characters of a prompt kept by [`prompt_preview`].
+pub const PROMPT_PREVIEW_CHARS: usize = 200;
+
+/// A prompt as lists show it: whitespace runs (newlines too) made one space, trimmed, cut after
+/// [`PROMPT_PREVIEW_CHARS`] characters with `…`.
+pub fn prompt_preview(text: &str) -> String {
+    let mut out = String::new();
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+        if out.chars().count() > PROMPT_PREVIEW_CHARS {
+            break;
+        }
+    }
+    match out.char_indices().nth(PROMPT_PREVIEW_CHARS) {
+        Some((cut, _)) => {
+            out.truncate(cut);
+            out.push('…');
+            out
+        }
+        None => out,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prompt_previews_are_one_trimmed_line_cut_at_the_limit() {
+        assert_eq!(prompt_preview("  fix\n\tthe   build \n"), "fix the build");
+        assert_eq!(prompt_preview(""), "");
+        let long = "é".repeat(PROMPT_PREVIEW_CHARS + 50);
+        let cut = prompt_preview(&long);
+        assert_eq!(cut.chars().count(), PROMPT_PREVIEW_CHARS + 1);
+        assert!(cut.ends_with('…'));
+        let exact = "a".repeat(PROMPT_PREVIEW_CHARS);
+        assert_eq!(prompt_preview(&exact), exact);
+    }
 
     #[test]
     fn status_names_are_the_serialized_ones() {

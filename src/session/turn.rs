@@ -257,6 +257,9 @@ impl Actor {
             let mut live = self.shared.lock();
             live.status = SessionStatus::Running;
             live.turns += 1;
+            if live.first_prompt.is_none() {
+                live.first_prompt = Some(super::info::prompt_preview(&queued.message.text));
+            }
         }
         self.reject_stale_questions();
         self.flush();

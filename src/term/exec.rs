@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 
 use super::args::{ExecArgs, OutputArgs};
-use super::error::{exit, ClientError};
+use super::error::ClientError;
 use super::paint::Paint;
 use super::prompts::{AnswerBook, Asker};
 use super::render::{Renderer, Style};
@@ -123,20 +123,24 @@ pub async fn one_turn(
     let followed = turn::run(transport, id, prompt, io, &mut interrupts).await?;
     let result = match followed {
         Followed::Ended(result) => result,
-        Followed::Abandoned => {
+        Followed::Abandoned(stop) => {
             view.notice(
                 Style::Warn,
                 &format!("codebuffd: gave up waiting; resume with: codebuffd resume {id}"),
             );
-            return Ok(exit::CANCELLED);
+            return Ok(turn::stopped_code(Some(stop)));
         }
     };
-    // Both on one terminal, the answer has just streamed there: not twice.
+    // Both on one terminal, the answer has just streamed there: not twice. The text of a
+    // turn that did not complete is no answer: only `--partial` prints it.
     let shown = tty && !output.quiet && std::io::stdout().is_terminal();
-    if let Some(answer) = result.answer.as_deref().filter(|_| !output.json && !shown) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{answer}").and_then(|()| out.flush());
+    let wanted = result.end.completed() || output.partial;
+    if let Some(answer) = result.end.answer.as_deref() {
+        if wanted && !output.json && !shown {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{answer}").and_then(|()| out.flush());
+        }
     }
     turn::show_ending(&mut view, &result, id, !output.quiet);
-    Ok(turn::exit_code(result.status))
+    Ok(turn::exit_code(&result))
 }

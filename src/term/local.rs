@@ -15,12 +15,7 @@ use super::transport::{Events, Transport};
 use crate::config::DaemonConfig;
 use crate::data_lock::{Holder, LockError};
 use crate::engine::Engine;
-use crate::session::{CreateRequest, PermissionReply, SessionInfo, SessionManager};
-use crate::store::{wait_after, EventStore, StoredEvent};
-use crate::universal::UniversalEvent;
-
-/// Events read from the log at once.
-const PAGE: usize = 256;
+use crate::session::{CreateRequest, LoggedEvent, PermissionReply, SessionInfo, SessionManager};
 
 /// Why the in-process engine did not start.
 pub enum StartError {
@@ -96,23 +91,23 @@ impl Transport for Local {
         Ok(self.manager().send_message(id, text)?)
     }
 
+    /// The engine's cursor on the session's log ([`crate::session::Follow`]), as a stream.
     async fn events(&self, id: &str, after: u64) -> Result<Events, ClientError> {
-        self.manager().info(id)?;
-        let store = self.manager().store().clone();
-        let rx = store
-            .subscribe(id)
-            .map_err(|e| ClientError::failed(e.to_string()))?;
-        let cursor = LocalEvents {
-            store,
-            session_id: id.to_owned(),
-            after,
-            rx,
-            page: VecDeque::new(),
-        };
+        let follow = self.manager().follow(id, after)?;
+        let state = (follow, VecDeque::<Arc<LoggedEvent>>::new());
         Ok(
-            futures_util::stream::unfold(cursor, |mut cursor| async move {
-                let next = cursor.next().await.transpose()?;
-                Some((next, cursor))
+            futures_util::stream::unfold(state, |(mut follow, mut page)| async move {
+                loop {
+                    if let Some(logged) = page.pop_front() {
+                        let event = logged.event().map_err(ClientError::from);
+                        return Some((event, (follow, page)));
+                    }
+                    match follow.next().await {
+                        Ok(Some(next)) => page.extend(next),
+                        Ok(None) => return None,
+                        Err(e) => return Some((Err(e.into()), (follow, page))),
+                    }
+                }
             })
             .boxed(),
         )
@@ -163,39 +158,5 @@ impl Transport for Local {
     /// durable, as `codebuffd server` does at SIGTERM.
     async fn close(&self) {
         self.engine.shutdown().await;
-    }
-}
-
-/// A cursor on a session's log in this process's store, as the HTTP door's readers are.
-struct LocalEvents {
-    store: Arc<dyn EventStore>,
-    session_id: String,
-    after: u64,
-    rx: tokio::sync::watch::Receiver<u64>,
-    page: VecDeque<Arc<StoredEvent>>,
-}
-
-impl LocalEvents {
-    async fn next(&mut self) -> Result<Option<UniversalEvent>, ClientError> {
-        loop {
-            if let Some(stored) = self.page.pop_front() {
-                return stored
-                    .decode()
-                    .map(Some)
-                    .map_err(|e| ClientError::failed(e.to_string()));
-            }
-            let page = self
-                .store
-                .read(&self.session_id, self.after, PAGE)
-                .map_err(|e| ClientError::failed(e.to_string()))?;
-            if let Some(last) = page.last() {
-                self.after = last.sequence;
-                self.page.extend(page);
-                continue;
-            }
-            if !wait_after(&mut self.rx, self.after).await {
-                return Ok(None);
-            }
-        }
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod args;
 pub mod connect;
+pub mod echo;
 pub mod error;
 pub mod exec;
 pub mod format;

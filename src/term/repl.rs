@@ -269,7 +269,7 @@ impl Repl<'_> {
         };
         match turn::run(self.transport, &id, line, io, &mut self.interrupts).await? {
             Followed::Ended(result) => turn::show_ending(&mut self.view, &result, &id, true),
-            Followed::Abandoned => {}
+            Followed::Abandoned(_) => {}
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::echo::EchoOff;
 use super::paint::Paint;
 use super::render::{Piece, Style};
 
@@ -28,6 +29,8 @@ pub struct View {
     at_line_start: bool,
     /// Write to stdout instead (`sessions events`, where the view is the data).
     stdout: bool,
+    /// The terminal's echo, off while a turn runs (`echo.rs`).
+    echo: Option<EchoOff>,
 }
 
 impl View {
@@ -41,6 +44,7 @@ impl View {
             since: Instant::now(),
             at_line_start: true,
             stdout: false,
+            echo: None,
         }
     }
 
@@ -55,9 +59,13 @@ impl View {
         self.paint
     }
 
-    /// Restarts the clock the spinner shows (a new turn).
-    pub fn start_clock(&mut self) {
+    /// A new turn: the spinner's clock restarts, and on a terminal what is typed is not
+    /// echoed until the turn's output is finished.
+    pub fn start_turn(&mut self) {
         self.since = Instant::now();
+        if self.tty && self.echo.is_none() {
+            self.echo = EchoOff::new();
+        }
     }
 
     /// Writes pieces.
@@ -170,6 +178,7 @@ impl View {
     pub fn finish(&mut self) {
         self.stop_spinner();
         self.show(&[Piece::Break]);
+        self.echo = None;
     }
 }
 

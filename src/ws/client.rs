@@ -51,7 +51,7 @@ pub enum ClientAction {
     /// **(ours)** `permission-reply`: allow or refuse a tool the agent wants to run.
     PermissionReply(PermissionReplyAction),
     /// An action of an older generation of the protocol (the `codebuff` CLI 1.0's
-    /// `user-input`): answered with an `action-error` naming the generation served.
+    /// `user-input`, `usage`, …): answered with an `action-error` naming the generation served.
     Unsupported { kind: String },
 }
 
@@ -273,8 +273,16 @@ const MESSAGE_TYPES: &str = "identify, ping, subscribe, unsubscribe, action";
 const ACTION_TYPES: &str = "prompt, init, cancel-user-input, answer, cancel, permission-reply";
 /// The extension actions a prompt may ask for.
 const EXTENSIONS: [&str; 2] = ["question", "permission"];
-/// Actions of the protocol's older generation (the `codebuff` CLI 1.0), not served.
-const OLDER_GENERATION: [&str; 1] = ["user-input"];
+/// Actions of the protocol's older generation only (the `codebuff` CLI 1.0.x, e.g. 1.0.115:
+/// its `CLIENT_ACTION_SCHEMA` less what `@codebuff/sdk` 0.3 also sends), not served.
+const OLDER_GENERATION: [&str; 6] = [
+    "user-input",
+    "usage",
+    "login-code-request",
+    "login-status-request",
+    "clear-auth-token",
+    "generate-commit-message",
+];
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -285,55 +293,6 @@ struct IdentifyFields {
 #[derive(Deserialize)]
 struct TopicFields {
     topics: Vec<String>,
-}
-
-/// What can be read of a message too large to take: its `txid`, and a prompt's `promptId`
-/// and `sessionId`, so the refusal reaches the request that sent it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Head {
-    pub txid: Option<i64>,
-    pub prompt_id: Option<String>,
-    pub session_id: Option<String>,
-}
-
-/// Reads the [`Head`] of a message (empty when it is not a JSON object); skips the rest
-/// without keeping it.
-pub fn head(text: &str) -> Head {
-    #[derive(Deserialize)]
-    struct Outer {
-        #[serde(default)]
-        txid: Option<Value>,
-        #[serde(default)]
-        data: Option<Data>,
-    }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Data {
-        #[serde(default, rename = "type")]
-        kind: Option<Value>,
-        #[serde(default)]
-        prompt_id: Option<Value>,
-        #[serde(default)]
-        session_id: Option<Value>,
-    }
-    let Ok(outer) = serde_json::from_str::<Outer>(text) else {
-        return Head::default();
-    };
-    let text_of = |v: Option<Value>| match v {
-        Some(Value::String(s)) if !s.is_empty() => Some(s),
-        _ => None,
-    };
-    let (prompt_id, session_id) = match outer.data {
-        Some(d) if d.kind.as_ref().and_then(Value::as_str) == Some("prompt") => {
-            (text_of(d.prompt_id), text_of(d.session_id))
-        }
-        _ => (None, None),
-    };
-    Head {
-        txid: outer.txid.as_ref().and_then(Value::as_i64),
-        prompt_id,
-        session_id,
-    }
 }
 
 /// Parses one text frame.
@@ -640,6 +599,10 @@ mod tests {
                 }
             }
         );
+        assert!(matches!(
+            ok(r#"{"type":"action","data":{"type":"generate-commit-message","stagedChanges":""}}"#),
+            ClientMessage::Action { action: ClientAction::Unsupported { kind }, .. } if kind == "generate-commit-message"
+        ));
     }
 
     #[test]
@@ -760,34 +723,6 @@ mod tests {
             err(r#"{"type":"action","data":{"type":"permission-reply","permissionId":"p","reply":"yes"}}"#).message,
             "bad `permission-reply` action: `reply` must be `once`, `always` or `reject`, got `yes`"
         );
-    }
-
-    #[test]
-    fn the_head_of_a_message_names_its_txid_and_prompt() {
-        let big = "x".repeat(10_000);
-        assert_eq!(
-            head(&format!(
-                r#"{{"type":"action","txid":7,"data":{{"type":"prompt","promptId":"p9","sessionState":{{"fileContext":"{big}"}},"sessionId":"s"}}}}"#
-            )),
-            Head {
-                txid: Some(7),
-                prompt_id: Some("p9".into()),
-                session_id: Some("s".into())
-            }
-        );
-        assert_eq!(
-            head(r#"{"type":"ping","txid":3}"#),
-            Head {
-                txid: Some(3),
-                ..Head::default()
-            }
-        );
-        assert_eq!(
-            head(r#"{"type":"action","txid":"x","data":{"type":"init","promptId":"p"}}"#),
-            Head::default()
-        );
-        assert_eq!(head("[1,2,3]"), Head::default());
-        assert_eq!(head(r#"{"txid":5,"data":7}"#), Head::default());
     }
 
     #[test]

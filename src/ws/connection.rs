@@ -14,6 +14,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use super::actions;
 use super::client::{self, ClientAction, ClientMessage, Topic};
+use super::frames::{self, CLOSE_TOO_BIG};
 use super::outbox::{self, Outbox};
 use super::prompt;
 use super::server::{ServerAction, ServerMessage};
@@ -26,9 +27,6 @@ use crate::sync::LockExt;
 pub const CLOSE_HEARTBEAT: u16 = 4000;
 /// The close code when the daemon shuts down (RFC 6455 "going away").
 pub const CLOSE_GOING_AWAY: u16 = 1001;
-/// The close code of a connection that sent a message over the limit (RFC 6455 "message too
-/// big").
-pub const CLOSE_TOO_BIG: u16 = 1009;
 /// How long the writer gets to deliver what is queued once the connection ends.
 const WRITER_GRACE: Duration = Duration::from_secs(5);
 
@@ -124,17 +122,15 @@ pub async fn serve(socket: WebSocket, door: Arc<Door>, scope: Option<ConnectionS
             Ok(Some(Err(error))) => {
                 // A message far over the limit is refused unread (its txid unknown); any other
                 // read error means the connection is broken, and the close is a courtesy.
-                let reason = if is_capacity(&error) {
-                    too_big_reason(None, conn.door.max_message_bytes)
-                } else {
-                    "the connection failed".to_owned()
-                };
                 tracing::debug!(%error, "a WebSocket connection failed to read");
                 conn.tasks.shutdown().await;
-                let code = if is_capacity(&error) {
-                    CLOSE_TOO_BIG
+                let (code, reason) = if frames::is_capacity(&error) {
+                    (
+                        CLOSE_TOO_BIG,
+                        frames::too_big_reason(None, conn.door.max_message_bytes),
+                    )
                 } else {
-                    PROTOCOL_ERROR
+                    (frames::PROTOCOL_ERROR, "the connection failed".to_owned())
                 };
                 conn.out.close(code, reason).await;
                 break;
@@ -177,33 +173,14 @@ pub async fn serve(socket: WebSocket, door: Arc<Door>, scope: Option<ConnectionS
     }
 }
 
-/// The close code of a connection whose frames could not be read (RFC 6455).
-const PROTOCOL_ERROR: u16 = 1002;
-
-/// True for the read error of a message over the socket's hard size limit.
-fn is_capacity(error: &axum::Error) -> bool {
-    let text = error.to_string();
-    text.contains("Space limit exceeded") || text.contains("too long") || text.contains("too big")
-}
-
-/// The reason of a close for a message over the limit.
-fn too_big_reason(size: Option<usize>, limit: usize) -> String {
-    match size {
-        Some(size) => format!(
-            "message too big: {size} bytes, over the limit of {limit} bytes (--ws-max-frame-bytes)"
-        ),
-        None => format!("message too big: over the limit of {limit} bytes (--ws-max-frame-bytes)"),
-    }
-}
-
 impl Connection {
     /// Answers a message over the limit and closes the connection (1009): a failed `ack` with
     /// its `txid`, and a prompt's `prompt-error`, when they can be read from `text`.
     async fn too_big(&mut self, text: Option<&str>, size: usize) {
         let limit = self.door.max_message_bytes;
-        let reason = too_big_reason(Some(size), limit);
+        let reason = frames::too_big_reason(Some(size), limit);
         tracing::debug!(size, limit, "a WebSocket message over the limit");
-        let head = text.map(client::head).unwrap_or_default();
+        let head = text.map(frames::head).unwrap_or_default();
         self.out
             .send(&ServerMessage::nack(head.txid, reason.clone()))
             .await;

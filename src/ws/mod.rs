@@ -16,12 +16,14 @@
 //!   `prompt-response` (pure).
 //! * [`turn`]: a prompt's turn events → chunks, questions, the final response (pure).
 //! * [`session`]: the session behind a request: find or create it, `costMode`, causes.
-//! * [`connection`]: one connection's loop, heartbeat and tasks; [`outbox`]: its writer.
+//! * [`connection`]: one connection's loop, heartbeat and tasks; [`outbox`]: its writer;
+//!   [`frames`]: the message size limit.
 //! * [`prompt`], [`actions`], [`subscription`]: what the messages run.
 
 mod actions;
 pub mod client;
 mod connection;
+mod frames;
 mod outbox;
 mod prompt;
 pub mod server;
@@ -44,7 +46,8 @@ use crate::scope::ConnectionScope;
 use crate::session::SessionManager;
 use crate::sync::LockExt;
 
-pub use connection::{CLOSE_HEARTBEAT, CLOSE_TOO_BIG};
+pub use connection::CLOSE_HEARTBEAT;
+pub use frames::CLOSE_TOO_BIG;
 pub use session::agent_mode_for;
 
 /// The subprotocol the daemon selects when a client offers it (a browser that sends its
@@ -74,9 +77,6 @@ pub const MIN_FRAME_BYTES: usize = 64 * 1024;
 pub const MAX_FRAME_BYTES: usize = 1024 * 1024 * 1024;
 /// The default question timeout, in seconds.
 pub const DEFAULT_QUESTION_TIMEOUT_SECS: f64 = 60.0;
-/// How far past the limit a message is still read whole, so that its `txid` (and a prompt's
-/// `promptId`) can be answered before the close; larger ones are closed on unread.
-const READ_PAST_LIMIT: usize = 1024 * 1024;
 
 impl Default for WsOptions {
     fn default() -> Self {
@@ -208,7 +208,9 @@ fn upgrade(
         }
     };
     // Read a little past the limit: the connection answers such a message by its txid.
-    let hard = door.max_message_bytes.saturating_add(READ_PAST_LIMIT);
+    let hard = door
+        .max_message_bytes
+        .saturating_add(frames::READ_PAST_LIMIT);
     ws.protocols([PROTOCOL])
         .max_message_size(hard)
         .max_frame_size(hard)

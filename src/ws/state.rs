@@ -205,6 +205,7 @@ mod tests {
             remaining,
             cost: Cost::from_credits(10.0),
             turns: 2,
+            first_prompt: None,
         }
     }
 

@@ -260,6 +260,7 @@ mod tests {
             remaining,
             cost: Cost::from_credits(cost),
             turns: 1,
+            first_prompt: None,
         }
     }
 

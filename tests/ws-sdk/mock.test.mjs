@@ -1,5 +1,5 @@
 // @codebuff/sdk 0.3.13's own client against /v1/ws, with the mock agent: CodebuffClient.run()
-// for a streamed turn, a tool turn, a failed turn, a budget-exhausted turn, run({previousRun})
+// for a streamed turn, a tool turn, a subagent turn, a failed turn, a budget-exhausted turn, run({previousRun})
 // continuing the session, and a question the client cannot answer (declined after
 // --ws-question-timeout); the SDK's WebSocketHandler (the client run() uses) for a turn
 // cancelled with its cancelInput (`cancel-user-input`). Every frame the daemon sends is
@@ -17,6 +17,7 @@ import {
   startDaemon,
   tempDir,
   v1,
+  waitFor,
 } from './harness.mjs'
 
 /** The budget of every session (each run without previousRun makes one). */
@@ -108,6 +109,25 @@ test('@codebuff/sdk 0.3.13 drives /v1/ws with the mock agent', async (t) => {
     // The daemon ran them, in the session's directory: the client ran nothing.
     assert.equal(fs.readFileSync(`${workdir}/hello.txt`, 'utf8'), 'Hello from the SDK\n')
     assert.equal(frames.actions('tool-call-request').length, 0)
+    validated()
+  })
+
+  await t.test("a subagent turn: the subagent's tools listed, its messages not the answer", async () => {
+    const chunks = []
+    const result = await client.run({ agent: 'mock', prompt: 'subagent', handleStreamChunk: (c) => chunks.push(c) })
+    assert.deepEqual(result.output, {
+      type: 'lastMessage',
+      value: 'The file picker says hello.txt holds the greeting.',
+    })
+    assert.equal(chunks.join(''), 'Let me find the relevant files.\n\nThe file picker says hello.txt holds the greeting.')
+    const [response] = frames.actions('prompt-response')
+    assert.deepEqual(response.toolCalls.map((c) => c.toolName), ['spawn_agents', 'read_files'])
+    const history = result.sessionState.mainAgentState.messageHistory
+    // The main agent's history: its own tool call and result, not the subagent's.
+    assert.deepEqual(
+      history.filter((m) => m.role === 'tool').map((m) => m.content.toolName),
+      ['spawn_agents'],
+    )
     validated()
   })
 
@@ -211,8 +231,11 @@ test('@codebuff/sdk 0.3.13 drives /v1/ws with the mock agent', async (t) => {
     assert.equal(action.type, 'prompt-error')
     assert.equal(action.userInputId, promptId)
     assert.equal(action.error, 'cancelled')
-    const info = await v1(daemon, `/v1/sessions/${action.sessionId}`)
-    assert.equal(info.status, 'idle')
+    // The session goes on (its status follows the turn's end a moment later).
+    const info = await waitFor('the session idle again', async () => {
+      const info = await v1(daemon, `/v1/sessions/${action.sessionId}`)
+      return info.status === 'idle' && info
+    })
     assert.ok(info.cost.credits < BUDGET, 'stopped long before the 200 steps')
     const [cancel] = frames.sentActions('cancel-user-input')
     assert.equal(cancel.promptId, promptId)
