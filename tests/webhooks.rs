@@ -208,6 +208,15 @@ async fn question_permission_turn_and_session_ends_arrive_signed_with_their_cost
     }
     let text = d.get("/v1/webhooks/deliveries").await.text().await.unwrap();
     assert!(!text.contains(&SECRET[6..]), "the listing holds the secret");
+    // Started with `--webhook-secret` on its command line, the daemon blanked it there
+    // (`src/secrets.rs`) and still signs with it (verified above).
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", d.pid())).unwrap();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    assert!(cmdline.contains("--webhook-secret"), "{cmdline:?}");
+    assert!(
+        !cmdline.contains(&SECRET[6..]),
+        "the secret is in /proc/<pid>/cmdline"
+    );
     let bad = d.get("/v1/webhooks/deliveries?status=lost").await;
     assert_eq!(bad.status(), 400);
     d.stop();

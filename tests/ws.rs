@@ -714,37 +714,44 @@ async fn one_connection_drives_many_sessions() {
 
 #[tokio::test]
 async fn open_connections_hold_their_slots_and_are_closed_going_away_at_shutdown() {
-    let d = daemon(&["--max-connections", "2"]);
+    // Four slots: two for WebSockets, two kept for plain requests (`scope.rs`).
+    let d = daemon(&["--max-connections", "4"]);
     let mut first = Ws::connect(&d).await;
     let mut second = Ws::connect(&d).await;
     for ws in [&mut first, &mut second] {
         let txid = ws.send(json!({"type": "ping"})).await;
         ws.acked(txid).await;
     }
-    // Both slots are taken by the upgraded connections: a third connection waits in the backlog.
+    // The WebSockets' share is taken: a third upgrade is refused, plain requests are served.
+    match connect_with(&d, &[]).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 503)
+        }
+        other => panic!("a third WebSocket was accepted: {:?}", other.map(|_| ())),
+    }
     let fresh = || {
         reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .build()
             .expect("a client")
     };
-    let waiting = tokio::time::timeout(
-        Duration::from_millis(1500),
-        fresh().get(d.url("/v1/health")).send(),
-    )
-    .await;
-    assert!(
-        waiting.is_err(),
-        "a third connection was served while two WebSockets held both slots: {waiting:?}"
-    );
+    let health = tokio::time::timeout(WAIT, fresh().get(d.url("/v1/health")).send())
+        .await
+        .expect("health is served while WebSockets hold their share")
+        .expect("a response");
+    assert_eq!(health.status(), 200);
     // Closing one gives its slot back.
     first.stream.close(None).await.expect("close the first");
     drop(first);
-    let health = tokio::time::timeout(WAIT, fresh().get(d.url("/v1/health")).send())
-        .await
-        .expect("served once a slot is free")
-        .expect("a response");
-    assert_eq!(health.status(), 200);
+    let deadline = Instant::now() + WAIT;
+    let third = loop {
+        if let Ok((ws, _)) = connect_with(&d, &[]).await {
+            break ws;
+        }
+        assert!(Instant::now() < deadline, "the slot never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(third);
     // Shutting down closes the open WebSocket with 1001 and a reason; the daemon exits 0.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(d.pid()),

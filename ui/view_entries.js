@@ -18,11 +18,14 @@ const OUTPUT_LIMIT = 20_000
 export function create(block, ctx) {
   block.body = h('div', { class: 'blk-body' })
   block.kids = h('div', { class: 'blk-kids' })
+  // A turn's ending (how it failed) goes after what happened in it.
+  block.foot = block.type === 'turn' ? h('div', { class: 'blk-foot' }) : null
   block.el = h(
     block.type === 'turn' ? 'section' : 'div',
     { class: `blk blk-${block.type}`, dataset: { seq: block.seq } },
     block.body,
     block.kids,
+    block.foot,
   )
   draw(block, ctx)
   return block.el
@@ -30,8 +33,12 @@ export function create(block, ctx) {
 
 /** Draws a block's own content again. */
 export function draw(block, ctx) {
-  const content = DRAW[block.type]?.(block, ctx) ?? drawOther(block)
-  replace(block.body, content)
+  if (block.type === 'turn') {
+    replace(block.body, drawTurn(block))
+    replace(block.foot, turnEnding(block))
+  } else {
+    replace(block.body, DRAW[block.type]?.(block, ctx) ?? drawOther(block))
+  }
   block.el.classList.toggle('is-running', isRunning(block))
 }
 
@@ -42,7 +49,6 @@ function isRunning(block) {
 }
 
 const DRAW = {
-  turn: drawTurn,
   user: drawUser,
   text: drawText,
   reasoning: drawReasoning,
@@ -59,27 +65,30 @@ const DRAW = {
 function drawTurn(turn) {
   const m = turn.metadata ?? {}
   const took = turn.endedAt ? Date.parse(turn.endedAt) - Date.parse(turn.startedAt) : null
-  const failed = !['running', 'completed'].includes(turn.status)
+  return h(
+    'header',
+    { class: 'turn-head' },
+    h('h2', { class: 'turn-title' }, `Turn ${turn.number}`),
+    h('span', { class: `badge st-${turn.status}`, dataset: { status: turn.status } }, turn.status.replace('_', ' ')),
+    h('time', { class: 'muted', datetime: turn.startedAt, title: turn.startedAt }, clock(turn.startedAt)),
+    took != null ? h('span', { class: 'muted turn-duration' }, duration(took)) : null,
+    m.cost ? h('span', { class: 'muted turn-cost', title: m.cost_reported === false ? 'the agent reported no cost' : null }, cost(m.cost)) : null,
+  )
+}
+
+/** Why a turn did not complete: its message, code, exit, and the agent's last stderr lines. */
+function turnEnding(turn) {
+  const m = turn.metadata ?? {}
+  if (['running', 'completed'].includes(turn.status)) return null
   const details = []
-  if (m.message) details.push(h('p', { class: 'turn-message' }, m.message))
+  if (m.message) details.push(h('p', { class: 'turn-message plain' }, m.message))
   if (m.code) details.push(h('p', { class: 'muted' }, `code: ${m.code}`))
   if (m.exit_code != null) details.push(h('p', { class: 'muted' }, `exit code ${m.exit_code}`))
   if (m.signal) details.push(h('p', { class: 'muted' }, `signal ${m.signal}`))
   if (m.stderr_tail) {
     details.push(h('details', null, h('summary', null, 'Agent stderr (last lines)'), h('pre', { class: 'out err' }, m.stderr_tail)))
   }
-  return [
-    h(
-      'header',
-      { class: 'turn-head' },
-      h('h2', { class: 'turn-title' }, `Turn ${turn.number}`),
-      h('span', { class: `badge st-${turn.status}`, dataset: { status: turn.status } }, turn.status.replace('_', ' ')),
-      h('time', { class: 'muted', datetime: turn.startedAt, title: turn.startedAt }, clock(turn.startedAt)),
-      took != null ? h('span', { class: 'muted turn-duration' }, duration(took)) : null,
-      m.cost ? h('span', { class: 'muted turn-cost', title: m.cost_reported === false ? 'the agent reported no cost' : null }, cost(m.cost)) : null,
-    ),
-    failed && details.length > 0 ? h('div', { class: 'turn-failure' }, details) : null,
-  ]
+  return details.length > 0 ? h('div', { class: 'turn-failure', role: 'note' }, details) : null
 }
 
 function drawUser(block) {

@@ -191,8 +191,8 @@ export function listView(root, { api, setTitle }) {
       id: h('code', { class: 'sid' }, sid),
       agent: h('td', { class: 'c-agent' }),
       dir: h('td', { class: 'c-dir' }),
-      turns: h('td', { class: 'c-num' }),
-      cost: h('td', { class: 'c-num' }),
+      turns: h('td', { class: 'c-num c-turns' }),
+      cost: h('td', { class: 'c-num c-cost' }),
       updated: h('td', { class: 'c-updated' }),
     }
     const tr = h(

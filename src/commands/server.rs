@@ -40,6 +40,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             data_dir: Some(config.data_dir.clone()),
             webhooks: Some(engine.webhooks.clone()),
             metrics_no_auth: config.metrics_no_auth,
+            acp: config.acp,
         },
     );
     let addr = SocketAddr::new(config.host, config.port);

@@ -2,7 +2,7 @@
 //! [`Layers`] for the precedence), checked once here.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod layers;
@@ -39,6 +39,8 @@ pub struct DaemonConfig {
     pub allow_loader_env: bool,
     /// Connections served at once; `None` = from the open-files limit.
     pub max_connections: Option<usize>,
+    /// ACP servers at most, and how long an idle one is kept.
+    pub acp: crate::acp::remote::AcpLimits,
     /// How long a client may take to send a request's headers.
     pub header_read_timeout: Duration,
     /// Keep a warm agent process per agent kind in use.
@@ -102,6 +104,7 @@ pub const SERVER_KEYS: &[&str] = &[
     "host",
     "port",
     "token",
+    "token_file",
     "no_token",
     "cors_allow_origin",
     "allowed_host",
@@ -116,6 +119,8 @@ pub const SERVER_KEYS: &[&str] = &[
     "sse_keep_alive",
     "header_read_timeout",
     "max_connections",
+    "max_acp_servers",
+    "acp_idle_timeout",
     "permission_mode",
     "permission_timeout",
     "max_session_credits",
@@ -228,6 +233,23 @@ impl DaemonConfig {
         if max_connections == Some(0) {
             return Err(ConfigError("max connections must be at least 1".into()));
         }
+        let defaults = crate::acp::remote::AcpLimits::default();
+        let max_acp_servers = l
+            .value("max_acp_servers", args.max_acp_servers)?
+            .unwrap_or(defaults.max_servers);
+        if max_acp_servers == 0 {
+            return Err(ConfigError("max ACP servers must be at least 1".into()));
+        }
+        let acp_idle_timeout = positive_seconds(
+            "ACP idle timeout",
+            l.value("acp_idle_timeout", args.acp_idle_timeout)?
+                .unwrap_or(defaults.idle_timeout.as_secs_f64()),
+        )?
+        .unwrap_or(defaults.idle_timeout);
+        let acp = crate::acp::remote::AcpLimits {
+            max_servers: max_acp_servers,
+            idle_timeout: acp_idle_timeout,
+        };
         let header_read_timeout = positive_seconds(
             "header read timeout",
             l.value("header_read_timeout", args.header_read_timeout)?
@@ -313,6 +335,7 @@ impl DaemonConfig {
             warm_start,
             header_read_timeout,
             max_connections,
+            acp,
             allowed_hosts,
             allow_loader_env,
             store,
@@ -347,6 +370,17 @@ fn resolve_token(l: &mut Layers<'_>, args: &ServerArgs) -> Result<Option<String>
         }
     }
     let token = l.value::<String>("token", args.token.clone())?;
+    let token_file = l.value::<PathBuf>("token_file", args.token_file.clone())?;
+    // A token file given at the same or a higher precedence than a token wins over it.
+    let token = match token_file {
+        Some(path) if rank(l.sources().get("token_file")) >= rank(l.sources().get("token")) => {
+            let token = read_token_file(&path)?;
+            let source = l.sources()["token_file"].clone();
+            l.sources_mut().insert("token", source);
+            Some(token)
+        }
+        _ => token,
+    };
     let no_token = l.switch("no_token", args.no_token)?;
     let token_rank = rank(l.sources().get("token"));
     let no_token_rank = rank(l.sources().get("no_token"));
@@ -359,6 +393,24 @@ fn resolve_token(l: &mut Layers<'_>, args: &ServerArgs) -> Result<Option<String>
         return Err(ConfigError("the token must not be empty".into()));
     }
     Ok(token)
+}
+
+/// The token in `path`: its first line, without surrounding whitespace; it must not be empty.
+fn read_token_file(path: &Path) -> Result<String, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError(format!(
+            "cannot read the token file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let token = text.lines().next().unwrap_or("").trim();
+    if token.is_empty() {
+        return Err(ConfigError(format!(
+            "the token file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(token.to_owned())
 }
 
 fn parse_host(h: &str) -> Result<IpAddr, ConfigError> {

@@ -66,6 +66,8 @@ pub struct HttpOptions {
     pub sse_keep_alive: std::time::Duration,
     /// The Codebuff WebSocket door at `/v1/ws`.
     pub ws: crate::ws::WsOptions,
+    /// How many ACP servers (`/v1/acp`, `/acp`) may live, and how long an idle one is kept.
+    pub acp: crate::acp::remote::AcpLimits,
     /// The daemon's data directory: ACP servers (`/v1/acp`) keep their logs under it (`None`:
     /// a scratch directory of this process).
     pub data_dir: Option<std::path::PathBuf>,
@@ -127,7 +129,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         std::env::temp_dir().join(format!("codebuffd-acp-{}", std::process::id()))
     });
     let state = AppState {
-        acp_servers: crate::acp::remote::Servers::start(manager.clone(), &data_dir),
+        acp_servers: crate::acp::remote::Servers::start(manager.clone(), &data_dir, options.acp),
         manager,
         token: options.token.as_deref().map(Arc::from),
         keep_alive: options.sse_keep_alive,
@@ -137,6 +139,8 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
     let acp_state = acp::AcpHttp {
         servers: state.acp_servers.clone(),
         keep_alive: options.sse_keep_alive,
+        max_message_bytes: options.max_body_bytes.max(64 * 1024),
+        heartbeat_timeout: options.ws.heartbeat_timeout,
     };
     let acp = acp::routes(acp_state.clone()).merge(acp_ws::route(acp_state));
     let open_metrics = Router::new()

@@ -50,6 +50,24 @@ impl CreatePolicy {
         }
     }
 
+    /// The real path a turn of a session in `directory` runs in, checked again (a symbolic
+    /// link may have been repointed since the session was created): `Err` with what the
+    /// protected directory is when the real path is inside one. A directory that does not
+    /// resolve is returned as it is (the spawn reports it missing).
+    pub fn turn_directory(&self, directory: &std::path::Path) -> Result<PathBuf, &'static str> {
+        let Ok(real) = directory.canonicalize() else {
+            return Ok(directory.to_owned());
+        };
+        match self
+            .protected
+            .iter()
+            .find(|(root, _)| real.starts_with(root))
+        {
+            Some((_, what)) => Err(what),
+            None => Ok(real),
+        }
+    }
+
     /// Refuses a session directory inside a protected one. The message names what the
     /// directory is, never the protected path (clients must not learn the host's layout).
     fn check_allowed(&self, directory: &std::path::Path, asked: &str) -> Result<(), SessionError> {

@@ -382,6 +382,13 @@ impl Actor {
     ) -> Result<AgentProcess, crate::agent::LaunchError> {
         let s = &self.settings;
         tracing::info!(session = %self.id, agent = s.agent.id(), "starting a turn");
+        // Checked at every turn, on the real path the agent will get: a directory that was fine
+        // at create may be a symbolic link pointed since into the daemon's own directories.
+        let cwd = self
+            .ctx
+            .policy
+            .turn_directory(&s.directory)
+            .map_err(crate::agent::LaunchError::DirectoryProtected)?;
         // Plan mode is read-only: the agent plans too.
         let agent_mode = if s.permission_mode == "plan" {
             "plan".to_owned()
@@ -394,7 +401,7 @@ impl Actor {
             model: s.model.as_deref(),
             continue_session: self.converter.native_session_id(),
             timeout: s.turn_timeout.or(self.ctx.limits.turn_timeout),
-            cwd: &s.directory,
+            cwd: &cwd,
             prompt: &message.text,
             env: &s.env,
             api_key: s.api_key.as_deref(),

@@ -277,10 +277,20 @@ impl Asker {
             }
             Asker::Terminal => {
                 view.stop_spinner();
-                view.notice(
-                    Style::Warn,
-                    &format!("⚠ {tool} wants to run: {}", one_line(&what, 200)),
-                );
+                // A command is shown whole (what `always` would allow too): the user approves
+                // exactly what they saw.
+                let shown = match meta["command"].as_str() {
+                    Some(_) => what.clone(),
+                    None => one_line(&what, 200),
+                };
+                view.notice(Style::Warn, &format!("⚠ {tool} wants to run: {shown}"));
+                if meta["command"].is_string() {
+                    let always = match meta["alwaysPrefix"].as_str() {
+                        Some(prefix) => format!("  [a]lways allows `{prefix} …` commands"),
+                        None => "  [a]lways allows this exact command line only".to_owned(),
+                    };
+                    view.notice(Style::Dim, &always);
+                }
                 loop {
                     let Some(typed) =
                         read_line("  approve? [y]es/[a]lways/[n]o › ".to_owned()).await?

@@ -207,6 +207,12 @@ fn upgrade(
             return not_an_upgrade(rejection.status(), &rejection.body_text());
         }
     };
+    // An upgrade slot (`scope.rs`): WebSockets never take the slots plain requests need.
+    let scope = match scope.map(|s| s.upgrade()) {
+        Some(None) => return too_many_websockets(),
+        Some(Some(upgraded)) => Some(upgraded),
+        None => None,
+    };
     // Read a little past the limit: the connection answers such a message by its txid.
     let hard = door
         .max_message_bytes
@@ -216,6 +222,22 @@ fn upgrade(
         .max_frame_size(hard)
         .on_failed_upgrade(|error| tracing::debug!(%error, "a WebSocket upgrade failed"))
         .on_upgrade(move |socket| connection::serve(socket, door, scope))
+}
+
+/// 503 when every slot WebSockets may take is taken.
+pub fn too_many_websockets() -> Response {
+    let body = serde_json::json!({
+        "type": "urn:sandbox-agent:error:too_many_websockets",
+        "title": "Too many WebSocket connections",
+        "status": 503,
+        "detail": "every connection slot WebSockets may take (--max-connections, less those kept for requests) is taken: try again later",
+    });
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::CONTENT_TYPE, "application/problem+json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// The problem document of a request to `/v1/ws` that is not a WebSocket upgrade.

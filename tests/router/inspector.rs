@@ -96,8 +96,25 @@ async fn every_file_has_its_content_type_and_the_sizes_add_up() {
         total += reply.body.len();
     }
     assert_eq!(total, inspector_bytes());
-    // docs/inspector.md states the size; it stays small.
+    // It stays small, and docs/inspector.md states its size.
     assert!(total < 160 * 1024, "the page grew to {total} bytes");
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/inspector.md"))
+        .expect("docs/inspector.md");
+    let stated = format!("{} files, {} bytes in all", inspector_files().count(), {
+        let digits = total.to_string();
+        let mut grouped = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                grouped.push(',');
+            }
+            grouped.push(c);
+        }
+        grouped
+    });
+    assert!(
+        doc.contains(&stated),
+        "docs/inspector.md must say the page's size: \"{stated}\""
+    );
     api.close().await;
 }
 

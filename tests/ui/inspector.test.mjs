@@ -140,10 +140,10 @@ test('a session page streams a flood 2000 turn completely across dropped connect
   const page = await openPage(browser, `${proxy.url}/ui/#/sessions/flood`)
   await page.locator('.conn[data-state="live"]').waitFor()
 
-  // 2000 deltas over two seconds; the page's connections are cut twice meanwhile.
-  await daemon.v1('POST', 'sessions/flood/messages', { message: 'flood 2000 1000' })
+  // 2000 deltas over four seconds; the page's connections are cut twice meanwhile.
+  await daemon.v1('POST', 'sessions/flood/messages', { message: 'flood 2000 500' })
   const cuts = []
-  for (const after of [200, 1100]) {
+  for (const after of [200, 1000]) {
     await waitFor(`the page past event ${after}`, async () => (await lastSeq(page)) > after)
     cuts.push({ at: await lastSeq(page), connections: proxy.cut() })
   }
@@ -247,6 +247,41 @@ test('a question is answered and permissions are replied to by clicking, and the
   assert.ok(await fitsWidth(page), 'the session page fits a phone-wide screen')
   await screenshot(page, 'session-phone.png')
 
+  page.clean()
+  await daemon.stop()
+})
+
+test('a turn is cancelled, the session terminated and deleted from the page', async (t) => {
+  const daemon = await startDaemon(t)
+  const browser = await launchBrowser(t)
+  await daemon.v1('POST', 'sessions/stop-me', { agent: 'mock' })
+  await daemon.v1('POST', 'sessions/stop-me/messages', { message: 'fail' })
+  await daemon.v1('POST', 'sessions/stop-me/messages', { message: 'hang' })
+  const page = await openPage(browser, `${daemon.url}/ui/#/sessions/stop-me`)
+  page.on('dialog', (d) => d.accept())
+
+  // The failed turn says why, after what happened in it.
+  const failed = page.locator('.blk-turn', { has: page.locator('.badge[data-status="failed"]') })
+  await failed.locator('.blk-foot .turn-failure', { hasText: 'the agent exited with status 3' }).waitFor()
+  await failed.locator('.callout.err', { hasText: 'Codebuff backend unreachable (mock failure)' }).waitFor()
+  await failed.locator('.turn-failure summary', { hasText: 'Agent stderr' }).click()
+  await failed.locator('.turn-failure pre', { hasText: 'mock-agent: giving up' }).waitFor()
+
+  await page.locator('.s-stats .badge[data-status="running"]').waitFor()
+  await page.getByRole('button', { name: 'Cancel turn' }).click()
+  await page.locator('.turn-head .badge[data-status="cancelled"]').waitFor()
+  await page.locator('.s-stats .badge[data-status="idle"]').waitFor()
+
+  await page.getByRole('button', { name: 'Terminate' }).click()
+  await page.locator('.callout.ended', { hasText: 'terminated by daemon' }).waitFor()
+  await page.locator('.s-stats .badge[data-status="ended"]').waitFor()
+  assert.equal(await page.getByRole('textbox', { name: 'Prompt' }).isDisabled(), true)
+  assert.equal((await daemon.v1('GET', 'sessions/stop-me')).status, 'ended')
+
+  await page.getByRole('button', { name: 'Delete' }).click()
+  await page.waitForURL(/#\/$/)
+  const resp = await fetch(`${daemon.url}/v1/sessions/stop-me`)
+  assert.equal(resp.status, 404)
   page.clean()
   await daemon.stop()
 })

@@ -7,6 +7,11 @@
 
 use crate::universal::Cost;
 
+/// A cost an agent may report: finite and not negative (a negative one would refill a budget).
+pub(super) fn is_valid(credits: f64) -> bool {
+    credits.is_finite() && credits >= 0.0
+}
+
 /// The session's spending (`docs/universal-events.md`, `turn.ended.metadata.cost`).
 #[derive(Debug, Default)]
 pub(super) struct Spending {
@@ -106,6 +111,16 @@ mod tests {
         assert_eq!(credits(spending.session()), 15.0);
         // Settled: the running total no longer adds on top.
         assert_eq!(credits(spending.with_running_turn(false)), 15.0);
+    }
+
+    #[test]
+    fn negative_and_non_finite_costs_are_not_valid() {
+        for bad in [-1000.0, -0.01, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(!is_valid(bad), "{bad}");
+        }
+        for good in [0.0, 0.5, 1e9] {
+            assert!(is_valid(good), "{good}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::cost;
 use super::subagents::Subagents;
 use super::turn::Finished;
 use super::{whole_item, CodebuffConverter};
@@ -382,6 +383,20 @@ impl CodebuffConverter {
         out.push(EventDraft::from_agent(EventData::Error(data), raw));
     }
 
+    /// A `cost` event: the run's running total so far; an invalid one is ignored, and said.
+    pub(super) fn cost(
+        &mut self,
+        total_cost: f64,
+        raw: Option<Arc<RawLine>>,
+        out: &mut Vec<EventDraft>,
+    ) {
+        if cost::is_valid(total_cost) {
+            self.spending.progress(total_cost);
+        } else {
+            out.push(invalid_cost("cost", total_cost, raw));
+        }
+    }
+
     /// The run says it is done: its items complete and its cost counts; the turn ends when
     /// the agent's exit confirms it ([`CodebuffConverter::end_turn`]). A second `finish` is a status line.
     pub(super) fn finish(
@@ -396,10 +411,18 @@ impl CodebuffConverter {
             return;
         }
         self.close_everything(ItemStatus::Completed, out);
-        let cost = self.spending.finished(e.total_cost);
+        // A negative or non-finite total would refill the session's budget: ignored, said.
+        let total = match e.total_cost {
+            Some(total) if !cost::is_valid(total) => {
+                out.push(invalid_cost("finish", total, raw.clone()));
+                None
+            }
+            total => total,
+        };
+        let cost = self.spending.finished(total);
         self.turn.finish(Finished {
             cost,
-            cost_reported: e.total_cost.is_some(),
+            cost_reported: total.is_some(),
             agent_id: e.agent_id,
             raw,
         });
@@ -485,4 +508,16 @@ fn new_message(
         raw,
         out,
     )
+}
+
+/// The `error` saying that a reported cost was ignored (code `invalid_cost`).
+fn invalid_cost(event: &str, credits: f64, raw: Option<Arc<RawLine>>) -> EventDraft {
+    let data = ErrorData {
+        message: format!(
+            "the agent reported a cost of {credits} credits in `{event}`; a cost must be a finite number of at least 0, so it was ignored"
+        ),
+        code: Some("invalid_cost".to_owned()),
+        details: Some(serde_json::json!({"event": event, "totalCost": credits.to_string()})),
+    };
+    EventDraft::from_agent(EventData::Error(data), raw)
 }

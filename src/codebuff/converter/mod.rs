@@ -245,7 +245,7 @@ impl CodebuffConverter {
                 self.status_item("download", Some(detail.to_string()), raw, out);
             }
             PrintModeEvent::PermissionRequest(e) => self.permission_request(e, raw, out),
-            PrintModeEvent::Cost(e) => self.spending.progress(e.total_cost),
+            PrintModeEvent::Cost(e) => self.cost(e.total_cost, raw, out),
             PrintModeEvent::Other(e) => self.other(e, raw, out),
         }
     }
