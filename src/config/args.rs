@@ -143,6 +143,9 @@ pub struct ServerArgs {
     /// installation or data directory.
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
+    /// Webhooks and metrics (`config/webhooks.rs`).
+    #[command(flatten)]
+    pub webhooks: super::WebhookArgs,
     // The engine's settings (their help lines come after this command's own).
     #[command(flatten)]
     pub engine: EngineArgs,

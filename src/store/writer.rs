@@ -19,6 +19,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::outbox::{now_ms, NewOutboxRow, OutboxRoutes};
 use super::tail::SessionLog;
 use super::{SessionRecord, StoreError, StoredEvent};
 use crate::sync::{unpoisoned, LockExt};
@@ -57,6 +58,8 @@ pub(crate) enum Write<'a> {
     },
     /// Remove a session's record and events; its flag says whether there was one.
     Delete(&'a str),
+    /// Insert outbox rows about events of the same batch (`store/outbox.rs`); always last.
+    Outbox(&'a [NewOutboxRow]),
 }
 
 /// The database side of the writer thread.
@@ -75,6 +78,26 @@ pub(crate) trait BatchWriter: Send + 'static {
 /// Where the result of an operation is sent once its batch is committed.
 pub(crate) type Reply<T> = SyncSender<Result<T, StoreError>>;
 
+/// Who learns that a batch of events is committed: a thread waiting on it, or a task that
+/// awaits it (an appender on an async runtime, which must not park its thread).
+pub(crate) enum EventsReply {
+    Wait(Reply<()>),
+    Notify(tokio::sync::oneshot::Sender<Result<(), StoreError>>),
+}
+
+impl EventsReply {
+    fn send(self, result: Result<(), StoreError>) {
+        match self {
+            EventsReply::Wait(done) => {
+                let _ = done.send(result);
+            }
+            EventsReply::Notify(done) => {
+                let _ = done.send(result);
+            }
+        }
+    }
+}
+
 /// What the store asks of the writer thread.
 pub(crate) enum Op {
     Create {
@@ -87,7 +110,7 @@ pub(crate) enum Op {
     Events {
         log: Arc<SessionLog>,
         events: Vec<Arc<StoredEvent>>,
-        done: Option<Reply<()>>,
+        done: Option<EventsReply>,
         /// The store's epoch when the events were stamped: events of an older epoch were
         /// stamped before a failure freed their sequences, and are refused.
         epoch: u64,
@@ -141,7 +164,7 @@ impl Op {
             Op::Put { .. } => {}
             Op::Events { done, .. } => {
                 if let Some(done) = done {
-                    let _ = done.send(outcome.map(|_| ()).map_err(error));
+                    done.send(outcome.map(|_| ()).map_err(error));
                 }
             }
             Op::Flush { done } => {
@@ -227,6 +250,7 @@ impl Writer {
         name: &str,
         backend: Box<dyn BatchWriter>,
         max_pending: usize,
+        routes: Arc<OutboxRoutes>,
     ) -> Result<Self, StoreError> {
         let shared = Arc::new(Shared {
             pending: Mutex::new(0),
@@ -245,7 +269,7 @@ impl Writer {
                 let shared = shared.clone();
                 move || {
                     let stopped = Stopped(shared);
-                    run(backend, rx, &stopped.0);
+                    run(backend, rx, &stopped.0, &routes);
                 }
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store's writer: {e}")))?;
@@ -311,6 +335,13 @@ impl Writer {
         }
     }
 
+    /// Cuts short the writer's gathering pause: somebody waits for the next commit.
+    pub fn hurry(&self) {
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
+        }
+    }
+
     /// Queues an operation and waits until its batch is committed.
     pub fn call<T>(&self, op: impl FnOnce(Reply<T>) -> Op) -> Result<T, StoreError> {
         let (done, result) = mpsc::sync_channel(1);
@@ -360,7 +391,12 @@ fn failed(why: &str) -> StoreError {
 /// The writer thread: take everything queued (up to a cap, waiting up to [`GROUP_COMMIT`]
 /// after the last commit for more unless somebody waits), commit it, report, repeat; when a
 /// batch cannot be committed, serve degraded until the database takes writes again.
-fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
+fn run(
+    mut backend: Box<dyn BatchWriter>,
+    rx: Receiver<Op>,
+    shared: &Shared,
+    routes: &OutboxRoutes,
+) {
     let mut last_commit = Instant::now() - GROUP_COMMIT;
     // Logs whose tail was far over its bound at a commit: trimmed once nothing is queued.
     let mut overfull: Vec<Arc<SessionLog>> = Vec::new();
@@ -393,8 +429,19 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
             &mut HashMap::new(),
             "the event log failed before these events were written",
         );
-        match commit_with_retries(backend.as_mut(), &ops) {
-            Ok(flags) => committed(ops, flags, &mut overfull),
+        let outbox = outbox_rows(routes, &ops);
+        let started = Instant::now();
+        let result = commit_with_retries(backend.as_mut(), &ops, &outbox);
+        crate::metrics::metrics()
+            .store_commit_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(flags) => {
+                if !outbox.is_empty() {
+                    routes.notify();
+                }
+                committed(ops, flags, &mut overfull)
+            }
             Err(error) => {
                 shared.degrade(&error.to_string());
                 let mut deferred = HashMap::new();
@@ -519,8 +566,32 @@ fn next_op(rx: &Receiver<Op>, overfull: &mut Vec<Arc<SessionLog>>) -> Option<Op>
     }
 }
 
-fn commit_with_retries(backend: &mut dyn BatchWriter, ops: &[Op]) -> Result<Vec<bool>, StoreError> {
-    let writes: Vec<Write<'_>> = ops.iter().filter_map(Op::write).collect();
+/// The outbox rows the routes want for a batch's events (none, at the cost of an atomic
+/// load, while nobody subscribes).
+fn outbox_rows(routes: &OutboxRoutes, ops: &[Op]) -> Vec<NewOutboxRow> {
+    let mut rows = Vec::new();
+    if !routes.active() {
+        return rows;
+    }
+    let mut now = None;
+    for op in ops {
+        if let Op::Events { log, events, .. } = op {
+            let now = *now.get_or_insert_with(now_ms);
+            routes.rows_for(&log.session_id, events, now, &mut rows);
+        }
+    }
+    rows
+}
+
+fn commit_with_retries(
+    backend: &mut dyn BatchWriter,
+    ops: &[Op],
+    outbox: &[NewOutboxRow],
+) -> Result<Vec<bool>, StoreError> {
+    let mut writes: Vec<Write<'_>> = ops.iter().filter_map(Op::write).collect();
+    if !outbox.is_empty() {
+        writes.push(Write::Outbox(outbox));
+    }
     if writes.is_empty() {
         return Ok(Vec::new());
     }
