@@ -313,7 +313,13 @@ impl SessionManager {
 
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        Ok(info_of(&*self.handle(id)?))
+        let mut info = info_of(&*self.handle(id)?);
+        // What the log holds: events stamped but not (or never, when the store refused them)
+        // committed are not counted.
+        if let Ok(stored) = self.ctx.store.last_sequence(id) {
+            info.event_count = info.event_count.min(stored);
+        }
+        Ok(info)
     }
 
     fn send(&self, handle: &Handle, cmd: Command) -> Result<(), SessionError> {
