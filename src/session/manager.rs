@@ -314,10 +314,13 @@ impl SessionManager {
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
         let mut info = info_of(&*self.handle(id)?);
-        // What the log holds: events stamped but not (or never, when the store refused them)
-        // committed are not counted.
-        if let Ok(stored) = self.ctx.store.last_sequence(id) {
-            info.event_count = info.event_count.min(stored);
+        // While the log cannot be written, what it holds: events stamped but refused (their
+        // sequences are given again later) are not counted. (Otherwise an event is counted
+        // from its append, a moment before its commit.)
+        if self.store_trouble().is_some() {
+            if let Ok(stored) = self.ctx.store.last_sequence(id) {
+                info.event_count = info.event_count.min(stored);
+            }
         }
         Ok(info)
     }
