@@ -231,6 +231,62 @@ fn exit_statuses_say_how_the_turn_ended() {
     assert!(stderr(&o).contains("not found"), "{}", stderr(&o));
 }
 
+/// The agent's text reaches a person as text, never as terminal commands: OSC 52 (clipboard),
+/// OSC 0 (title), CSI 2J (clear screen) and OSC 8 (hyperlink) from the agent are shown as
+/// visible escapes in the live view and in `sessions events`, while the client's own colours
+/// still work; stdout that is not a terminal carries the answer as data, byte for byte.
+#[test]
+fn control_sequences_from_the_agent_are_shown_never_obeyed() {
+    let u = User::new("term-escapes");
+    let evil = "pwn \x1b]52;c;cHduZWQ=\x07 \x1b]0;owned\x07\x1b[2J \x1b]8;;http://evil\x1b\\x\x1b]8;;\x1b\\";
+    let visible =
+        "pwn \\e]52;c;cHduZWQ=\\a \\e]0;owned\\a\\e[2J \\e]8;;http://evil\\e\\x\\e]8;;\\e\\";
+    let o = u.run(&[
+        "exec",
+        "--agent",
+        "mock",
+        "--color",
+        "always",
+        &format!("echo {evil}"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // stdout is a pipe: the answer as the agent wrote it.
+    assert_eq!(stdout(&o), format!("{evil}\n"));
+    let err = stderr(&o);
+    assert!(err.contains(visible), "{err:?}");
+    // The only escapes left on stderr are the client's own colours (SGR `ESC [ … m`).
+    let mut rest = err.as_str();
+    while let Some(at) = rest.find('\x1b') {
+        let after = &rest[at + 1..];
+        let end = after
+            .find('m')
+            .unwrap_or_else(|| panic!("a raw escape: {err:?}"));
+        assert!(
+            after.starts_with('[')
+                && after[1..end]
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == ';'),
+            "a raw escape that is not a colour: {err:?}"
+        );
+        rest = &after[end..];
+    }
+    assert!(err.contains("\x1b[32m✓ completed"), "{err:?}");
+    // The log's human view (stdout here, for a person) and its JSON (data).
+    // (The closing line's colour ends right after the id.)
+    let id: String = resume_id(&o).chars().take(36).collect();
+    let o = u.run(&["sessions", "events", &id]);
+    let view = stdout(&o);
+    assert!(!view.contains('\x1b'), "{view:?}");
+    assert!(view.contains(&format!("› echo {visible}")), "{view:?}");
+    let o = u.run(&["sessions", "events", &id, "--json"]);
+    assert!(!stdout(&o).contains('\x1b'), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("\\u001b]52;c;cHduZWQ="),
+        "{}",
+        stdout(&o)
+    );
+}
+
 #[test]
 fn a_dash_or_no_prompt_reads_stdin() {
     let u = User::new("term-stdin");

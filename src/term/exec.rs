@@ -17,6 +17,7 @@ use super::settings::Settings;
 use super::transport::Transport;
 use super::turn::{self, Followed, Interrupts, TurnIo};
 use super::view::View;
+use super::visible::visible;
 use crate::session::CreateRequest;
 
 /// The prompt of `words`: joined, or read from stdin when empty or `-`.
@@ -133,10 +134,17 @@ pub async fn one_turn(
     };
     // Both on one terminal, the answer has just streamed there: not twice. The text of a
     // turn that did not complete is no answer: only `--partial` prints it.
-    let shown = tty && !output.quiet && std::io::stdout().is_terminal();
+    // On a terminal it is shown, never obeyed (`visible.rs`); elsewhere it is data, as written.
+    let stdout_tty = std::io::stdout().is_terminal();
+    let shown = tty && !output.quiet && stdout_tty;
     let wanted = result.end.completed() || output.partial;
     if let Some(answer) = result.end.answer.as_deref() {
         if wanted && !output.json && !shown {
+            let answer = if stdout_tty {
+                visible(answer)
+            } else {
+                answer.into()
+            };
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{answer}").and_then(|()| out.flush());
         }

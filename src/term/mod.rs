@@ -7,7 +7,7 @@
 //! One concept per file: `args` (command lines), `settings` (their precedence), `connect`
 //! (which transport), `runner` (settings → engine → command → close → exit status), `render`
 //! (pure: events → pieces of output), `format` (the lines' text), `paint` (colour), `view`
-//! (stderr: spinner, streamed text), `prompts` (questions and approvals), `turn` (one turn
+//! (stderr: spinner, streamed text), `visible` (agent text shown, never obeyed), `prompts` (questions and approvals), `turn` (one turn
 //! followed to its end), `exec`, `resume`, `repl` and `line_editor`, `sessions`, `error` (exit
 //! statuses).
 
@@ -31,6 +31,7 @@ pub mod settings;
 pub mod transport;
 pub mod turn;
 pub mod view;
+pub mod visible;
 
 pub use args::{ChatArgs, ConfigArgs, ExecArgs, ResumeArgs, SessionsArgs};
 pub use exec::exec;

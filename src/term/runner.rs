@@ -13,6 +13,7 @@ use super::paint::Paint;
 use super::render::Style;
 use super::settings::Settings;
 use super::transport::Transport;
+use super::visible::visible;
 
 /// How long the runtime waits for stray tasks at exit.
 const SHUTDOWN: Duration = Duration::from_millis(500);
@@ -24,7 +25,8 @@ pub fn env(name: &str) -> Option<String> {
 
 /// Prints an error of the client on stderr and returns its exit status.
 pub fn fail(paint: Paint, e: &ClientError) -> u8 {
-    eprintln!("{}", paint.paint(Style::Error, &format!("codebuffd: {e}")));
+    let line = format!("codebuffd: {e}");
+    eprintln!("{}", paint.paint(Style::Error, &visible(&line)));
     e.exit_code()
 }
 

@@ -15,6 +15,7 @@ use super::render::{Piece, Renderer};
 use super::runner::{resolve, run_with_client};
 use super::transport::Transport;
 use super::view::View;
+use super::visible::visible;
 use crate::session::{PermissionReply, SessionInfo};
 use crate::universal::{EventData, QuestionData};
 
@@ -29,9 +30,16 @@ pub fn run(args: SessionsArgs) -> u8 {
     })
 }
 
+/// A line of data (JSON) on stdout, as it is.
 fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
+}
+
+/// A line of a table for a person on stdout: what the agent influenced (titles, directories)
+/// is shown, never obeyed.
+fn show(text: &str) {
+    out(&visible(text));
 }
 
 fn done(what: &str) {
@@ -49,7 +57,7 @@ async fn command(t: &dyn Transport, cmd: SessionsCommand, paint: Paint) -> Resul
                 }
             } else {
                 for line in table(&sessions) {
-                    out(&line);
+                    show(&line);
                 }
             }
         }
@@ -59,7 +67,7 @@ async fn command(t: &dyn Transport, cmd: SessionsCommand, paint: Paint) -> Resul
                 out(&serde_json::to_string_pretty(&s).unwrap_or_default());
             } else {
                 for (key, value) in details(&s) {
-                    out(&format!("{key:<16} {value}"));
+                    show(&format!("{key:<16} {value}"));
                 }
             }
         }

@@ -2,6 +2,7 @@
 //! cursor is (mid-line while text streams), and on a terminal shows a spinner with the turn's
 //! elapsed time and what is happening while nothing streams. Without a terminal there is no
 //! spinner and no colour; with `--quiet` only errors and what needs an answer are written.
+//! Every text is shown, never obeyed (`visible.rs`), before the view's own colours are added.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -11,6 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::echo::EchoOff;
 use super::paint::Paint;
 use super::render::{Piece, Style};
+use super::visible::visible;
 
 /// How often the spinner moves.
 const TICK: Duration = Duration::from_millis(100);
@@ -99,7 +101,7 @@ impl View {
 
     /// Writes a whole line (on a line of its own).
     pub fn line(&mut self, style: Style, text: &str) {
-        let text = format!("{}\n", self.paint.paint(style, text));
+        let text = format!("{}\n", self.paint.paint(style, &visible(text)));
         let newline = !self.at_line_start;
         match &self.spinner {
             Some(bar) => bar.suspend(|| {
@@ -130,7 +132,7 @@ impl View {
             return;
         }
         self.stop_spinner();
-        let painted = self.paint.paint(style, text);
+        let painted = self.paint.paint(style, &visible(text));
         self.write(&painted);
         self.at_line_start = text.ends_with('\n');
     }
