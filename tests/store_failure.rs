@@ -168,6 +168,33 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
         .wait_status("full", "failed", Duration::from_secs(20))
         .await;
     assert_eq!(info["ended"], false);
+    // While the disk stays full the daemon stays degraded: the store's probe writes real data
+    // (an empty commit succeeded on the full disk, and health said `ok` most of the time),
+    // and every create is refused, across several probes (one a second).
+    let mut answers = Vec::new();
+    for n in 0..12 {
+        answers.push(health(&d).await.0);
+        let resp = d
+            .post(
+                &format!("/v1/sessions/during-{n}"),
+                json!({"agent": "mock"}),
+            )
+            .await;
+        answers.push(resp.status().as_u16());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        answers.iter().all(|s| *s == 503),
+        "health and creates while the disk is full: {answers:?}"
+    );
+    // `GET` says what the log holds, not what the session stamped.
+    let info = d.info("full").await;
+    let stored = d.events("full").await;
+    assert_eq!(
+        info["eventCount"].as_u64(),
+        stored.last().and_then(|e| e["sequence"].as_u64()),
+        "{info}"
+    );
     // New turns and sessions are refused while the log cannot be written.
     let resp = d
         .post(
