@@ -1,5 +1,6 @@
-//! codebuffd: the Codebuff coding agent behind the sandbox-agent `/v1` universal-events API
-//! (and, as they land, the other front doors of `ARCHITECTURE.md`).
+//! codebuffd: the Codebuff coding agent behind the sandbox-agent `/v1` universal-events API,
+//! the Agent Client Protocol, the Codebuff WebSocket protocol and a terminal client: one engine,
+//! several front doors (`ARCHITECTURE.md`).
 //!
 //! Layers, from the bottom (dependencies point down only):
 //!
@@ -7,10 +8,15 @@
 //! * [`codebuff`]: the input model and `convert_codebuff`; pure, no I/O.
 //! * [`agent`]: the agent command contract, starting and supervising agent processes, the
 //!   mock agent. [`store`]: the event log (memory, SQLite, Postgres).
-//! * [`session`]: sessions, turns, questions, the lifecycle rules; [`engine`] starts it all.
-//! * Front doors: [`http`] (the `/v1` API), [`ws`] (the Codebuff WebSocket protocol at
-//!   `/v1/ws`, mounted by `http`), [`term`] (the terminal client: in-process or over `/v1`). They translate; they never own turns, processes
-//!   or storage.
+//! * [`session`]: sessions, turns, questions, the lifecycle rules, the follow cursor and the
+//!   turn verdict every door reads with; [`engine`] starts it all. Leaf helpers beside them:
+//!   [`sync`] (lock poisoning), [`instance`] (the data directory's id), [`data_lock`],
+//!   [`scope`] (a connection's slot and the stop signal).
+//! * Front doors: [`http`] (the `/v1` API, and ACP over HTTP), [`acp`] (the Agent Client
+//!   Protocol, over stdio and for `http`), [`ws`] (the Codebuff WebSocket protocol at `/v1/ws`,
+//!   mounted by `http`), [`term`] (the terminal client: in-process or over `/v1`). They
+//!   translate; they never own turns, processes or storage, and they read sessions only
+//!   through [`session::Follow`].
 //! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema::{ContentBlock, EmbeddedResourceResource};
 
-use crate::agent::TurnImage;
+use crate::session::TurnImage;
 use crate::session::UserMessage;
 
 /// The largest image a prompt may carry, decoded.

@@ -1,5 +1,6 @@
 //! The door's state for one ACP connection: the engine's session manager, what the client can
-//! do (from `initialize`), and per session the order of its prompts and their cancellation.
+//! do (from `initialize`), and per session its cancels and the prompts it runs (their order
+//! is the engine's queue).
 //! Turns, processes and the log stay the engine's; the door only remembers what the
 //! connection needs.
 
@@ -12,10 +13,8 @@ use agent_client_protocol::v1::schema::ClientCapabilities;
 use tokio::sync::watch;
 
 use super::transport::Outbox;
-use crate::agent::AgentKind;
-use crate::session::SessionManager;
+use crate::session::{AgentKind, SessionManager};
 use crate::sync::LockExt;
-use crate::universal::Cost;
 
 /// What the door is started with.
 #[derive(Debug, Clone)]
@@ -45,47 +44,30 @@ impl ClientAbilities {
     }
 }
 
-/// A session as this connection uses it.
-#[derive(Debug)]
+/// A session as this connection uses it: its cancels and how many of its prompts this
+/// connection is running. The prompts themselves wait in the engine's queue of the session.
+#[derive(Debug, Default)]
 pub struct SessionSlot {
-    /// The number the next prompt takes, in the order prompts arrive (the dispatch loop takes
-    /// it, before the prompt's task runs).
-    next_ticket: AtomicU64,
-    /// The number of the prompt whose turn it is; the others wait for theirs.
-    serving: watch::Sender<u64>,
-    /// Prompts done before their turn came (they failed early): skipped when it comes.
-    done_early: Mutex<std::collections::BTreeSet<u64>>,
-    /// Counts `session/cancel`s: a prompt that sees it change was cancelled, and client
-    /// requests of the session's turn watch it.
+    /// Counts `session/cancel`s: a prompt that sees it change was cancelled (ACP answers it
+    /// `cancelled` whatever its turn did), and client requests of the turn are withdrawn.
     cancels: watch::Sender<u64>,
-    /// The session's cost as of the last turn this connection saw end (or replayed).
-    cost: Mutex<Option<Cost>>,
+    /// Prompts of this connection queued or running on the session.
+    prompts: AtomicU64,
 }
 
 impl SessionSlot {
-    fn new() -> SessionSlot {
-        SessionSlot {
-            next_ticket: AtomicU64::new(0),
-            serving: watch::Sender::new(0),
-            done_early: Mutex::new(std::collections::BTreeSet::new()),
-            cancels: watch::Sender::new(0),
-            cost: Mutex::new(None),
-        }
+    /// True while a prompt of this connection is queued or running.
+    pub fn prompting(&self) -> bool {
+        self.prompts.load(Ordering::SeqCst) > 0
     }
 
-    /// A place in the session's queue of prompts, taken as the prompt arrives; it also
-    /// remembers the cancels so far (a cancel after it cancels the prompt).
-    pub fn ticket(self: &Arc<Self>) -> Ticket {
-        Ticket {
-            number: self.next_ticket.fetch_add(1, Ordering::SeqCst),
+    /// Counts a prompt in until the guard is dropped.
+    pub fn prompt(self: &Arc<Self>) -> PromptGuard {
+        self.prompts.fetch_add(1, Ordering::SeqCst);
+        PromptGuard {
             cancels_before: self.cancels(),
             slot: self.clone(),
         }
-    }
-
-    /// True while a prompt is running or waiting.
-    pub fn prompting(&self) -> bool {
-        *self.serving.borrow() < self.next_ticket.load(Ordering::SeqCst)
     }
 
     /// The number of cancels so far.
@@ -98,55 +80,30 @@ impl SessionSlot {
         self.cancels.subscribe()
     }
 
-    /// The session's cost through the last turn the connection saw end, if it saw one.
-    pub fn cost(&self) -> Option<Cost> {
-        *self.cost.lock_unpoisoned()
-    }
-
-    /// Records the session's cost through a turn's end.
-    pub fn set_cost(&self, cost: Cost) {
-        *self.cost.lock_unpoisoned() = Some(cost);
-    }
-
     /// Records a cancel: the running prompt and every queued one are cancelled.
     pub fn cancel(&self) {
         self.cancels.send_modify(|n| *n += 1);
     }
 }
 
-/// A prompt's place in its session's queue: its turn comes when the prompts before it are
-/// done; dropping it (done, failed, or the task stopped) lets the next one go.
+/// A prompt of this connection, from its arrival to its answer.
 #[derive(Debug)]
-pub struct Ticket {
-    number: u64,
-    /// The session's cancels when the prompt arrived.
+pub struct PromptGuard {
+    /// The session's cancels when the prompt arrived: a later one cancels it.
     pub cancels_before: u64,
     pub slot: Arc<SessionSlot>,
 }
 
-impl Ticket {
-    /// Waits until the prompts before this one are done.
-    pub async fn wait_turn(&self) {
-        let mut serving = self.slot.serving.subscribe();
-        let _ = serving.wait_for(|n| *n >= self.number).await;
-    }
-
+impl PromptGuard {
     /// True when the session was cancelled since the prompt arrived.
     pub fn cancelled(&self) -> bool {
         self.slot.cancels() != self.cancels_before
     }
 }
 
-impl Drop for Ticket {
+impl Drop for PromptGuard {
     fn drop(&mut self) {
-        let mut early = self.slot.done_early.lock_unpoisoned();
-        early.insert(self.number);
-        // The turn passes on past every prompt that is done, never past one still running.
-        self.slot.serving.send_modify(|serving| {
-            while early.remove(serving) {
-                *serving += 1;
-            }
-        });
+        self.slot.prompts.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -204,10 +161,7 @@ impl Door {
     /// The connection's state of a session (made on first use).
     pub fn slot(&self, session_id: &str) -> Arc<SessionSlot> {
         let mut slots = self.slots.lock_unpoisoned();
-        slots
-            .entry(session_id.to_owned())
-            .or_insert_with(|| Arc::new(SessionSlot::new()))
-            .clone()
+        slots.entry(session_id.to_owned()).or_default().clone()
     }
 }
 
@@ -215,28 +169,19 @@ impl Door {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn prompts_take_turns_in_the_order_they_came_even_when_one_fails_early() {
-        let slot = Arc::new(SessionSlot::new());
-        let first = slot.ticket();
-        let second = slot.ticket();
-        let third = slot.ticket();
-        assert!(slot.prompting());
-        // The second fails before its turn: the third must still wait for the first.
-        drop(second);
-        let waiting = tokio::spawn(async move {
-            third.wait_turn().await;
-            third.cancelled()
-        });
-        first.wait_turn().await;
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        assert!(!waiting.is_finished(), "the third ran while the first did");
+    #[test]
+    fn a_prompt_is_cancelled_by_a_cancel_after_it_arrived_only() {
+        let slot = Arc::new(SessionSlot::default());
         slot.cancel();
+        let first = slot.prompt();
+        let second = slot.prompt();
+        assert!(slot.prompting());
+        assert!(!first.cancelled(), "a cancel before it arrived");
+        slot.cancel();
+        assert!(first.cancelled() && second.cancelled());
         drop(first);
-        assert!(
-            waiting.await.unwrap(),
-            "a cancel after it arrived cancels it"
-        );
+        assert!(slot.prompting());
+        drop(second);
         assert!(!slot.prompting());
     }
 }

@@ -4,10 +4,7 @@
 use agent_client_protocol::Error;
 use serde_json::{json, Value};
 
-use super::project::TurnEnd;
-use crate::session::SessionError;
-use crate::store::StoreError;
-use crate::universal::TurnStatus;
+use crate::session::{SessionError, TurnEnd};
 
 /// `-32002`: the resource (here, a session) does not exist.
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
@@ -56,6 +53,8 @@ pub fn session_error(e: SessionError) -> Error {
         SessionError::AgentExited(_) => (-32603, "agent_process_exited"),
         SessionError::ShuttingDown => (-32603, "shutting_down"),
         SessionError::StoreUnavailable(_) => (-32603, "store_unavailable"),
+        SessionError::QueueFull(_) => (-32603, "queue_full"),
+        SessionError::Cancelled => (-32603, "cancelled"),
         SessionError::Store(_) => (-32603, "store_error"),
     };
     Error::new(code, e.to_string()).data(json!({ "code": kind }))
@@ -70,58 +69,33 @@ pub fn auth_required_because(e: &SessionError) -> Error {
     )
 }
 
-/// The error for a failed read of the log.
-pub fn store_error(e: StoreError) -> Error {
-    session_error(SessionError::from(e))
-}
-
 /// The error a prompt whose turn did not complete answers with: the turn's `status`, `code`,
 /// `message`, `exitCode`, `signal`, the last `error` the agent reported, the turn's cost, and
 /// `stderrTail`: the last lines the agent wrote on stderr (`turn.ended.metadata.stderr_tail`). Credentials missing or refused are `-32000`
 /// ("Authentication required"), everything else `-32603`.
 pub fn turn_failed(end: &TurnEnd) -> Error {
-    let m = end.metadata.as_ref();
-    let status = end.status();
-    let code = m
-        .and_then(|m| m.code.clone())
-        .or_else(|| end.last_error.as_ref().and_then(|e| e.code.clone()));
-    // What the agent said about it first, then how the turn ended.
-    let said = end.last_error.as_ref().map(|e| e.message.clone());
-    let ended = m.and_then(|m| m.message.clone());
-    let message = match (said, ended) {
-        (Some(said), Some(ended)) if said == ended => said,
-        (Some(said), Some(ended)) => format!("{said} ({ended})"),
-        (Some(one), None) | (None, Some(one)) => one,
-        (None, None) => match status {
-            TurnStatus::TimedOut => "the turn timed out".to_owned(),
-            TurnStatus::Interrupted => "the turn was interrupted".to_owned(),
-            TurnStatus::BudgetExhausted => "the session's credit budget is spent".to_owned(),
-            _ => "the turn failed".to_owned(),
-        },
-    };
+    let code = end.cause();
+    let message = end.reason();
     // The turn's own record of the agent's stderr, else what its last error carried.
-    let stderr_tail = m
-        .and_then(|m| m.stderr_tail.clone())
-        .map(Value::String)
-        .or_else(|| {
-            end.last_error
-                .as_ref()
-                .and_then(|e| e.details.as_ref())
-                .and_then(|d| d.get("stderr"))
-                .cloned()
-        });
+    let stderr_tail = end.stderr_tail.clone().map(Value::String).or_else(|| {
+        end.last_error
+            .as_ref()
+            .and_then(|e| e.details.as_ref())
+            .and_then(|d| d.get("stderr"))
+            .cloned()
+    });
     let data = json!({
-        "status": status,
+        "status": end.status,
         "code": code,
         "message": message,
         "turnId": end.turn_id,
-        "exitCode": m.and_then(|m| m.exit_code),
-        "signal": m.and_then(|m| m.signal),
+        "exitCode": end.exit_code,
+        "signal": end.signal,
         "error": end.last_error.as_ref().map(|e| json!({"message": e.message, "code": e.code})),
         "stderrTail": stderr_tail.unwrap_or(Value::Null),
-        "credits": m.map(|m| m.cost.credits),
+        "credits": end.turn_cost.credits,
     });
-    let rpc_code = if code.as_deref().is_some_and(|c| AUTH_CODES.contains(&c)) {
+    let rpc_code = if AUTH_CODES.contains(&code.as_str()) {
         -32000
     } else {
         -32603
@@ -132,29 +106,26 @@ pub fn turn_failed(end: &TurnEnd) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::universal::{Cost, ErrorData, TurnMetadata};
+    use crate::universal::{Cost, ErrorData, TurnStatus};
 
     fn end(code: Option<&str>, exit: Option<i32>) -> TurnEnd {
         TurnEnd {
             turn_id: Some("turn_2".into()),
-            metadata: Some(TurnMetadata {
-                status: TurnStatus::Failed,
-                cost: Cost::default(),
-                cost_reported: false,
-                session_cost: None,
-                exit_code: exit,
-                signal: None,
-                agent_id: None,
-                code: code.map(Into::into),
-                message: Some("Codebuff backend unreachable".into()),
-                stderr_tail: Some("fetch failed\nECONNREFUSED".into()),
-            }),
+            status: TurnStatus::Failed,
+            code: code.map(Into::into),
+            message: Some("Codebuff backend unreachable".into()),
             last_error: Some(ErrorData {
                 message: "Codebuff backend unreachable".into(),
                 code: Some("backend_error".into()),
                 details: None,
             }),
-            session_cost: Cost::default(),
+            stderr_tail: Some("fetch failed\nECONNREFUSED".into()),
+            exit_code: exit,
+            signal: None,
+            turn_cost: Cost::default(),
+            cost_reported: false,
+            session_cost: None,
+            answer: None,
         }
     }
 

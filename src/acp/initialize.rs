@@ -18,7 +18,7 @@ use serde_json::json;
 
 use super::door::{ClientAbilities, Door};
 use super::project::META_KEY;
-use crate::agent::AgentKind;
+use crate::session::AgentKind;
 
 /// The id of the Codebuff API key auth method.
 pub const API_KEY_METHOD: &str = "codebuff-api-key";

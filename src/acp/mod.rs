@@ -21,7 +21,6 @@ pub mod diff;
 pub mod door;
 pub mod errors;
 pub mod initialize;
-pub mod log;
 pub mod permissions;
 pub mod project;
 pub mod prompt;
@@ -150,15 +149,14 @@ fn agent(door: Arc<Door>) -> impl ConnectTo<Client> {
         )
         .on_receive_request(
             async move |req: PromptRequest, responder, cx| {
-                let id = req.session_id.to_string();
-                if let Err(e) = d9.manager.info(&id) {
-                    return responder.respond_with_error(errors::session_error(e));
-                }
-                let door = d9.clone();
                 // Its place in the session's queue is taken now, in the order prompts came.
-                let ticket = d9.slot(&id).ticket();
+                let queued = match prompt::queue(&d9, &req) {
+                    Ok(queued) => queued,
+                    Err(e) => return responder.respond_with_error(e),
+                };
+                let door = d9.clone();
                 d9.spawn(async move {
-                    let result = prompt::run(door, cx, req, ticket).await;
+                    let result = prompt::run(door, cx, req.session_id, queued).await;
                     let _ = responder.respond_with_result(result);
                 });
                 Ok(())

@@ -26,9 +26,10 @@ use agent_client_protocol::v1::schema::{
 use serde_json::{json, Value};
 
 use super::tools;
+use crate::session::{TurnEnd, TurnTracker};
 use crate::universal::{
-    ContentPart, Cost, ErrorData, EventData, Item, ItemKind, ItemRole, ItemStatus, PermissionData,
-    QuestionData, TurnMetadata, TurnStatus,
+    ContentPart, Cost, EventData, Item, ItemKind, ItemRole, ItemStatus, PermissionData,
+    QuestionData, TurnStatus,
 };
 
 /// The `_meta` namespace of everything codebuffd adds to ACP types.
@@ -65,30 +66,10 @@ pub enum Effect {
     },
     /// A permission request was answered: stop asking the client.
     PermissionResolved(String),
-    /// The turn is over.
+    /// The turn is over: the engine's verdict (its `turn.ended`, or the session's end).
     TurnEnded(TurnEnd),
-    /// The session is over.
+    /// The session is over (no turn was open).
     SessionEnded,
-}
-
-/// How a turn ended, with what a failed one needs to explain itself.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnEnd {
-    pub turn_id: Option<String>,
-    pub metadata: Option<TurnMetadata>,
-    /// The last `error` the turn recorded.
-    pub last_error: Option<ErrorData>,
-    /// The session's cost so far, this turn included.
-    pub session_cost: Cost,
-}
-
-impl TurnEnd {
-    /// The turn's status (`interrupted` when the log does not say).
-    pub fn status(&self) -> TurnStatus {
-        self.metadata
-            .as_ref()
-            .map_or(TurnStatus::Interrupted, |m| m.status)
-    }
 }
 
 /// What an open message item streams into.
@@ -129,7 +110,10 @@ pub struct Projector {
     subagents: HashMap<String, Subagent>,
     /// The ACP id of the last `spawn_agents` call: the subagents it starts point at it.
     last_spawn: Option<String>,
-    last_error: Option<ErrorData>,
+    /// The open turn's verdict in the making.
+    tracker: TurnTracker,
+    /// The session's cost: the last `turn.ended`'s `session_cost` (or, in a log older than
+    /// that field, the cost given at the start plus the turns seen).
     cost: Cost,
     /// A turn started and has not ended yet.
     turn_open: bool,
@@ -155,7 +139,7 @@ impl Projector {
             calls: HashMap::new(),
             subagents: HashMap::new(),
             last_spawn: None,
-            last_error: None,
+            tracker: TurnTracker::new(),
             cost,
             turn_open: false,
         }
@@ -166,7 +150,7 @@ impl Projector {
         self.turn_open
     }
 
-    /// The session's cost so far (every `turn.ended` seen added).
+    /// The session's cost as of the last turn seen end.
     pub fn cost(&self) -> Cost {
         self.cost
     }
@@ -230,21 +214,25 @@ impl Projector {
             EventData::PermissionResolved(p) => {
                 out.push(Effect::PermissionResolved(p.permission_id.clone()))
             }
-            EventData::Error(e) => {
-                if self.options.notices {
-                    let mut notice = Notice::new(NoticeSeverity::Warning, e.message.clone());
-                    notice.description = e.code.clone();
-                    out.push(Effect::Update(SessionUpdate::Notice(notice)));
-                }
-                self.last_error = Some(e.clone());
+            EventData::Error(e) if self.options.notices => {
+                let mut notice = Notice::new(NoticeSeverity::Warning, e.message.clone());
+                notice.description = e.code.clone();
+                out.push(Effect::Update(SessionUpdate::Notice(notice)));
             }
             EventData::TurnStarted(_) => {
-                self.last_error = None;
+                self.tracker = TurnTracker::new();
                 self.turn_open = true;
             }
-            EventData::TurnEnded(t) => self.turn_ended(t.turn_id.clone(), t.metadata.clone(), out),
-            EventData::SessionEnded(_) => out.push(Effect::SessionEnded),
+            EventData::SessionEnded(_) if !self.turn_open => {
+                out.push(Effect::SessionEnded);
+                return;
+            }
             _ => {}
+        }
+        if let Some(end) = self.tracker.take(data) {
+            let end = end.clone();
+            self.tracker = TurnTracker::new();
+            self.turn_ended(end, out);
         }
     }
 
@@ -458,12 +446,7 @@ impl Projector {
         out.push(update(&acp_id, fields));
     }
 
-    fn turn_ended(
-        &mut self,
-        turn_id: Option<String>,
-        metadata: Option<TurnMetadata>,
-        out: &mut Vec<Effect>,
-    ) {
+    fn turn_ended(&mut self, end: TurnEnd, out: &mut Vec<Effect>) {
         self.turn_open = false;
         // Whatever is still open ended with the turn, without a result.
         let mut open: Vec<String> = self
@@ -481,33 +464,25 @@ impl Projector {
         }
         self.streams.clear();
         self.last_spawn = None;
-        let turn_cost = metadata.as_ref().map(|m| m.cost).unwrap_or_default();
-        self.cost = self.cost.plus(turn_cost);
-        let status = metadata
-            .as_ref()
-            .map_or(TurnStatus::Interrupted, |m| m.status);
-        let status_name = serde_json::to_value(status).unwrap_or(Value::Null);
-        if self.options.replay && self.options.notices && status != TurnStatus::Completed {
+        self.cost = end
+            .session_cost
+            .unwrap_or_else(|| self.cost.plus(end.turn_cost));
+        if self.options.replay && self.options.notices && end.status != TurnStatus::Completed {
             let mut notice = Notice::new(
                 NoticeSeverity::Warning,
-                format!("The turn ended: {}", status_name.as_str().unwrap_or("?")),
+                format!("The turn ended: {}", end.status.as_str()),
             );
-            notice.description = metadata.as_ref().and_then(|m| m.message.clone());
+            notice.description = end.message.clone();
             out.push(Effect::Update(SessionUpdate::Notice(notice)));
         }
         out.push(Effect::Update(self.usage(Some(json!({
-            "id": turn_id,
-            "status": status_name,
-            "credits": turn_cost.credits,
-            "costReported": metadata.as_ref().is_some_and(|m| m.cost_reported),
-            "code": metadata.as_ref().and_then(|m| m.code.clone()),
+            "id": end.turn_id,
+            "status": end.status.as_str(),
+            "credits": end.turn_cost.credits,
+            "costReported": end.cost_reported,
+            "code": end.code,
         })))));
-        out.push(Effect::TurnEnded(TurnEnd {
-            turn_id,
-            metadata,
-            last_error: self.last_error.take(),
-            session_cost: self.cost,
-        }));
+        out.push(Effect::TurnEnded(end));
     }
 }
 
@@ -581,7 +556,8 @@ pub fn file_uri(path: &str) -> String {
 mod tests {
     use super::*;
     use crate::universal::{
-        FileAction, ItemDeltaData, ItemEventData, QuestionStatus, TurnData, TurnPhase,
+        ErrorData, FileAction, ItemDeltaData, ItemEventData, QuestionStatus, TurnData,
+        TurnMetadata, TurnPhase,
     };
     use std::sync::Arc;
 
@@ -1014,8 +990,10 @@ mod tests {
             })
             .collect();
         assert_eq!(ends.len(), 2);
-        assert_eq!(ends[1].status(), TurnStatus::Cancelled);
-        assert_eq!(ends[1].session_cost.credits, 200.0);
+        assert_eq!(ends[1].status, TurnStatus::Cancelled);
+        // A log older than `session_cost`: the projector adds the turns up itself.
+        assert_eq!(ends[1].session_cost, None);
+        assert_eq!(p.cost().credits, 200.0);
     }
 
     #[test]

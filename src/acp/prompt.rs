@@ -19,59 +19,67 @@ use agent_client_protocol::{Client, Error};
 
 use super::coalesce::Coalescer;
 use super::content;
-use super::door::{Door, SessionSlot, Ticket};
-use super::errors::{invalid_params, session_error, store_error, turn_failed};
-use super::log::{decode, LogCursor};
-use super::project::{Effect, Projector, ProjectorOptions, TurnEnd};
+use super::door::{Door, PromptGuard};
+use super::errors::{invalid_params, session_error, turn_failed};
+use super::project::{Effect, Projector, ProjectorOptions};
 use super::requests::{ask_permission, ask_question, PendingRequests};
-use crate::universal::{Cost, TurnStatus};
+use crate::session::{QueuedTurn, SessionError, TurnEnd};
+use crate::universal::TurnStatus;
 
-/// Runs a prompt to its answer.
-///
-/// `ticket` is the prompt's place in its session's queue, taken when it arrived.
-pub async fn run(
-    door: Arc<Door>,
-    cx: ConnectionTo<Client>,
-    req: PromptRequest,
-    ticket: Ticket,
-) -> Result<PromptResponse, Error> {
+/// A prompt queued on its session, waiting for its turn.
+pub struct Queued {
+    turn: QueuedTurn,
+    guard: PromptGuard,
+    cwd: PathBuf,
+}
+
+/// Queues a prompt on its session as it arrives (called by the dispatch loop, so prompts take
+/// their places in the order they came).
+pub fn queue(door: &Door, req: &PromptRequest) -> Result<Queued, Error> {
     let id = req.session_id.to_string();
     let info = door.manager.info(&id).map_err(session_error)?;
-    let slot = ticket.slot.clone();
-    let cancels_before = ticket.cancels_before;
     let image_dir = content::image_dir(&door.options.data_dir, &id);
     let message = content::user_message(&req.prompt, &image_dir).map_err(|e| match e {
         content::ContentError::Invalid(why) => invalid_params(why),
         other => Error::internal_error().data(serde_json::json!({"message": other.to_string()})),
     })?;
-    // One prompt of the session at a time, in the order they came.
-    ticket.wait_turn().await;
-    if ticket.cancelled() {
-        return Ok(PromptResponse::new(StopReason::Cancelled));
-    }
-    let cost = match slot.cost() {
-        Some(cost) => cost,
-        None => door.manager.info(&id).map_err(session_error)?.cost,
-    };
-    let first = door
+    let guard = door.slot(&id).prompt();
+    let turn = door
         .manager
-        .send_message_and_wait(&id, message)
-        .await
+        .queue_turn(&id, message)
         .map_err(session_error)?;
-    if slot.cancels() != cancels_before {
-        // Cancelled while the turn was starting: stop it now it runs.
-        let _ = door.manager.cancel(&id).await;
-    }
+    Ok(Queued {
+        turn,
+        guard,
+        cwd: PathBuf::from(info.directory),
+    })
+}
+
+/// Runs a queued prompt to its answer.
+pub async fn run(
+    door: Arc<Door>,
+    cx: ConnectionTo<Client>,
+    session_id: SessionId,
+    queued: Queued,
+) -> Result<PromptResponse, Error> {
+    let first = match queued.turn.started().await {
+        Ok(first) => first,
+        // `session/cancel` dropped it before its turn (the engine cancels queued prompts).
+        Err(SessionError::Cancelled) => return Ok(PromptResponse::new(StopReason::Cancelled)),
+        Err(_) if queued.guard.cancelled() => {
+            return Ok(PromptResponse::new(StopReason::Cancelled))
+        }
+        Err(other) => return Err(session_error(other)),
+    };
     let follow = Follow {
         door: door.clone(),
         cx,
-        sid: SessionId::new(id.as_str()),
-        session_id: id,
-        cwd: PathBuf::from(info.directory),
-        slot: slot.clone(),
-        cancels_before,
+        session_id: session_id.to_string(),
+        sid: session_id,
+        cwd: queued.cwd,
+        guard: queued.guard,
     };
-    follow.turn(first, cost).await
+    follow.turn(first).await
 }
 
 /// Following one turn in the log.
@@ -80,22 +88,21 @@ struct Follow {
     cx: ConnectionTo<Client>,
     session_id: String,
     cwd: PathBuf,
-    slot: Arc<SessionSlot>,
-    cancels_before: u64,
+    guard: PromptGuard,
     /// `session_id` as ACP's id (shared by every update).
     sid: SessionId,
 }
 
 impl Follow {
-    fn cancelled(&self) -> bool {
-        self.slot.cancels() != self.cancels_before
-    }
-
-    /// Reads the log from the turn's first event (`first`) to its `turn.ended`.
-    async fn turn(self, first: u64, cost: Cost) -> Result<PromptResponse, Error> {
-        let store = self.door.manager.store().clone();
-        let mut cursor = LogCursor::new(store, &self.session_id, first.saturating_sub(1))
-            .map_err(store_error)?;
+    /// Reads the log from the turn's first event (`first`) to its end.
+    async fn turn(self, first: u64) -> Result<PromptResponse, Error> {
+        let manager = &self.door.manager;
+        let mut log = manager
+            .follow(&self.session_id, first.saturating_sub(1))
+            .map_err(session_error)?
+            .with_page(1024);
+        // The session's cost, in case its log is older than `turn.ended`'s `session_cost`.
+        let cost = manager.info(&self.session_id).map_err(session_error)?.cost;
         let mut projector = Projector::new(
             ProjectorOptions {
                 cwd: self.cwd.clone(),
@@ -105,13 +112,13 @@ impl Follow {
             cost,
         );
         let mut pending = PendingRequests::default();
-        let mut cancels = self.slot.watch_cancels();
+        let mut cancels = self.guard.slot.watch_cancels();
         let mut effects = Vec::new();
         let mut chunks = Coalescer::default();
         let mut ready = Vec::new();
         loop {
             let page = tokio::select! {
-                page = cursor.next() => page.map_err(store_error)?,
+                page = log.next() => page.map_err(session_error)?,
                 changed = cancels.changed() => {
                     if changed.is_ok() {
                         // The engine is stopping the turn; withdraw what the client is asked.
@@ -125,7 +132,7 @@ impl Follow {
                     .data(serde_json::json!({"message": "the session's log is gone"})));
             };
             for event in page {
-                let data = match decode(&event) {
+                let data = match event.data() {
                     Ok(data) => data,
                     Err(error) => {
                         tracing::warn!(session = %self.session_id, sequence = event.sequence, %error, "an event the door cannot read; skipped");
@@ -150,7 +157,7 @@ impl Follow {
                         Effect::Ask {
                             question,
                             tool_call_id,
-                        } if !self.cancelled() => {
+                        } if !self.guard.cancelled() => {
                             let id = question.question_id.clone();
                             let task = ask_question(
                                 self.door.clone(),
@@ -164,7 +171,7 @@ impl Follow {
                         Effect::Permission {
                             request,
                             tool_call_id,
-                        } if !self.cancelled() => {
+                        } if !self.guard.cancelled() => {
                             let id = request.permission_id.clone();
                             let task = ask_permission(
                                 self.door.clone(),
@@ -181,7 +188,6 @@ impl Follow {
                         }
                         Effect::TurnEnded(end) => {
                             pending.abort_all();
-                            self.slot.set_cost(end.session_cost);
                             return self.answer(&end);
                         }
                         Effect::SessionEnded => {
@@ -205,10 +211,11 @@ impl Follow {
             .send_notification(SessionNotification::new(self.sid.clone(), update))
     }
 
-    /// The prompt's answer for the turn's ending.
+    /// The prompt's answer for the turn's ending: ACP wants `cancelled` for a prompt the
+    /// client cancelled, whatever its turn then did.
     fn answer(&self, end: &TurnEnd) -> Result<PromptResponse, Error> {
-        match end.status() {
-            _ if self.cancelled() => Ok(PromptResponse::new(StopReason::Cancelled)),
+        match end.status {
+            _ if self.guard.cancelled() => Ok(PromptResponse::new(StopReason::Cancelled)),
             TurnStatus::Completed => Ok(PromptResponse::new(StopReason::EndTurn)),
             TurnStatus::Cancelled => Ok(PromptResponse::new(StopReason::Cancelled)),
             TurnStatus::Failed

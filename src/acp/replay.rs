@@ -11,8 +11,7 @@ use agent_client_protocol::{Client, Error};
 
 use super::coalesce::Coalescer;
 use super::door::Door;
-use super::errors::store_error;
-use super::log::{decode, LogCursor};
+use super::errors::session_error;
 use super::project::{Effect, Projector, ProjectorOptions};
 use crate::universal::{Cost, EventData};
 
@@ -23,16 +22,19 @@ fn skipped(session_id: &str, sequence: u64) {
     tracing::warn!(session = %session_id, sequence, "an event the door cannot read; skipped");
 }
 
-/// Sends the session's history to the client; returns the session's cost.
+/// Sends the session's history to the client.
 pub async fn replay(
     door: &Door,
     cx: &ConnectionTo<Client>,
     session_id: &str,
     cwd: PathBuf,
-) -> Result<Cost, Error> {
-    let store = door.manager.store().clone();
-    let until = store.last_sequence(session_id).map_err(store_error)?;
-    let mut cursor = LogCursor::new(store, session_id, 0).map_err(store_error)?;
+) -> Result<(), Error> {
+    let mut log = door
+        .manager
+        .follow(session_id, 0)
+        .map_err(session_error)?
+        .with_page(1024);
+    let until = log.last_sequence().map_err(session_error)?;
     let mut projector = Projector::new(
         ProjectorOptions {
             cwd,
@@ -66,12 +68,12 @@ pub async fn replay(
             Ok(())
         };
     loop {
-        let page = cursor.read_until(until).map_err(store_error)?;
+        let page = log.poll_until(until).map_err(session_error)?;
         if page.is_empty() {
             break;
         }
         for event in page {
-            match decode(&event) {
+            match event.data() {
                 Ok(data) => send(&mut projector, Some(data)).await?,
                 Err(_) => skipped(session_id, event.sequence),
             }
@@ -84,13 +86,13 @@ pub async fn replay(
     if projector.turn_open() && !prompting {
         let deadline = tokio::time::Instant::now() + RECOVERY_WAIT;
         while projector.turn_open() {
-            let page = match tokio::time::timeout_at(deadline, cursor.next()).await {
-                Ok(page) => page.map_err(store_error)?,
+            let page = match tokio::time::timeout_at(deadline, log.next()).await {
+                Ok(page) => page.map_err(session_error)?,
                 Err(_) => break,
             };
             let Some(page) = page else { break };
             for event in page {
-                match decode(&event) {
+                match event.data() {
                     Ok(data) => send(&mut projector, Some(data)).await?,
                     Err(_) => skipped(session_id, event.sequence),
                 }
@@ -98,5 +100,5 @@ pub async fn replay(
             send(&mut projector, None).await?;
         }
     }
-    Ok(projector.cost())
+    Ok(())
 }

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use super::door::Door;
 use super::permissions::{self, Reply};
 use super::questions::{self, Answer};
-use crate::codebuff::PermissionReply;
+use crate::session::PermissionReply;
 use crate::session::SessionError;
 use crate::universal::{PermissionData, QuestionData};
 

@@ -19,10 +19,9 @@ use serde_json::json;
 
 use super::door::Door;
 use super::errors::{invalid_params, session_error};
-use super::log::decode;
 use super::project::META_KEY;
 use super::replay::replay;
-use crate::session::{CreateRequest, SessionInfo, AGENT_MODES};
+use crate::session::{Cancel, CreateRequest, SessionInfo, AGENT_MODES};
 use crate::universal::{format_time, ContentPart, EventData, ItemKind, ItemRole};
 
 /// Sessions per `session/list` page.
@@ -78,7 +77,6 @@ pub async fn new_session(door: &Door, req: NewSessionRequest) -> Result<NewSessi
         )
         .await
         .map_err(session_error)?;
-    door.slot(&id).set_cost(info.cost);
     Ok(NewSessionResponse::new(SessionId::new(id)).modes(modes(&info.agent_mode)))
 }
 
@@ -91,8 +89,7 @@ pub async fn load_session(
 ) -> Result<LoadSessionResponse, Error> {
     let id = req.session_id.to_string();
     let info = door.manager.info(&id).map_err(session_error)?;
-    let cost = replay(door, cx, &id, PathBuf::from(&info.directory)).await?;
-    door.slot(&id).set_cost(cost);
+    replay(door, cx, &id, PathBuf::from(&info.directory)).await?;
     Ok(LoadSessionResponse::new().modes(modes(&info.agent_mode)))
 }
 
@@ -154,8 +151,13 @@ fn title(door: &Door, s: &SessionInfo) -> Option<String> {
     if s.title.is_some() {
         return s.title.clone();
     }
-    let events = door.manager.store().read(&s.session_id, 0, 8).ok()?;
-    let text = events.iter().find_map(|e| match decode(e).ok()? {
+    let events = door
+        .manager
+        .follow(&s.session_id, 0)
+        .ok()?
+        .poll_at_most(8)
+        .ok()?;
+    let text = events.iter().find_map(|e| match e.data().ok()? {
         EventData::ItemStarted(d) | EventData::ItemCompleted(d)
             if d.item.kind == ItemKind::Message && d.item.role == Some(ItemRole::User) =>
         {
@@ -262,7 +264,11 @@ pub fn cancel(door: &Arc<Door>, session_id: &SessionId) {
     door.slot(&id).cancel();
     let door = door.clone();
     tokio::spawn(async move {
-        if let Err(error) = door.manager.cancel(&id).await {
+        if let Err(error) = door
+            .manager
+            .cancel_with(&id, Cancel::RunningAndQueued)
+            .await
+        {
             tracing::debug!(session = %id, %error, "cancel");
         }
     });

@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::extract::{ApiPath, ApiQuery};
 use super::problem::Problem;
 use crate::acp::remote::{EnvelopeLog, PostError, Posted, Reading, RegistryError, Server, Servers};
-use crate::agent::AgentKind;
+use crate::session::AgentKind;
 
 /// Envelopes read from the log per SSE write at most.
 const PAGE: usize = 256;

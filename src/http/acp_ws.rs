@@ -24,8 +24,8 @@ use super::acp::{AcpHttp, AgentQuery};
 use super::extract::ApiQuery;
 use super::problem::Problem;
 use crate::acp::remote::{RegistryError, Server, Servers};
-use crate::agent::AgentKind;
 use crate::scope::ConnectionScope;
+use crate::session::AgentKind;
 
 /// The subprotocol a client may offer (besides `bearer.<token>`); echoed when offered.
 pub const PROTOCOL: &str = "acp";

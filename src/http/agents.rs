@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::extract::{ApiPath, OptionalJson};
 use super::problem::Problem;
 use super::AppState;
-use crate::agent::AgentKind;
+use crate::session::AgentKind;
 
 /// What an agent can do; the same 19 flags as sandbox-agent, truthful for each agent.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -114,25 +114,21 @@ pub struct AgentList {
 #[utoipa::path(get, path = "/v1/agents", tag = "agents",
     responses((status = 200, body = AgentList)))]
 pub async fn list_agents(State(state): State<AppState>) -> Json<AgentList> {
-    let ctx = state.manager.context();
-    let agents = AgentKind::ALL
-        .iter()
-        .map(|&kind| {
-            let install = ctx.agents.launcher.installation(kind);
-            let credentials_available = ctx.agents.has_credential(kind, None);
-            AgentInfo {
-                id: kind.id().to_owned(),
-                installed: install.installed,
-                credentials_available,
-                version: install.version,
-                path: install.path.map(|p| p.display().to_string()),
-                capabilities: CAPABILITIES,
-                warm_spare: ctx.agents.spare_pid(kind).map(|pid| WarmSpare {
-                    pid,
-                    rss_bytes: crate::agent::procfs::rss_bytes(pid),
-                }),
-                server_status: server_status(&state.acp_servers.of_agent(kind)),
-            }
+    let agents = state
+        .manager
+        .agents()
+        .into_iter()
+        .map(|a| AgentInfo {
+            id: a.kind.id().to_owned(),
+            installed: a.installed,
+            credentials_available: a.credentials_available,
+            version: a.version,
+            path: a.path,
+            capabilities: CAPABILITIES,
+            warm_spare: a
+                .warm_spare
+                .map(|(pid, rss_bytes)| WarmSpare { pid, rss_bytes }),
+            server_status: server_status(&state.acp_servers.of_agent(a.kind)),
         })
         .collect();
     Json(AgentList { agents })

@@ -4,7 +4,6 @@
 //! holds nothing but its cursor and one page; a client that disconnects drops its stream.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::time::Sleep;
@@ -18,10 +17,8 @@ use serde::Deserialize;
 use super::extract::{ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
-use crate::store::{wait_after, EventStore, StoreError, StoredEvent};
+use crate::session::{Follow, LoggedEvent};
 
-/// Events read from the log per page.
-const PAGE: usize = 256;
 /// Default and largest `limit` of a poll.
 const DEFAULT_LIMIT: usize = 1000;
 const MAX_LIMIT: usize = 10_000;
@@ -75,13 +72,12 @@ pub async fn poll_events(
     ApiQuery(q): ApiQuery<PollQuery>,
 ) -> Result<Response, Problem> {
     state.manager.info(&id)?;
-    let store = state.manager.store();
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let after = q.offset.unwrap_or(0);
     let include_raw = q.include_raw.unwrap_or(false);
-    let events = store.read(&id, after, limit).map_err(store_problem)?;
-    let last = store.last_sequence(&id).map_err(store_problem)?;
-    let has_more = events.last().map_or(after, |e| e.sequence) < last;
+    let mut follow = state.manager.follow(&id, after)?;
+    let events = follow.poll_at_most(limit)?;
+    let has_more = follow.position() < follow.last_sequence()?;
     let mut body =
         String::with_capacity(events.iter().map(|e| e.json.len() + 1).sum::<usize>() + 32);
     body.push_str("{\"events\":[");
@@ -95,10 +91,6 @@ pub async fn poll_events(
     body.push_str(if has_more { "true" } else { "false" });
     body.push('}');
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
-}
-
-fn store_problem(e: StoreError) -> Problem {
-    Problem::from(crate::session::SessionError::Store(e))
 }
 
 /// `?offset&includeRaw` of the SSE stream.
@@ -136,14 +128,11 @@ pub async fn sse_events(
         },
     };
     let stream = log_stream(
-        state.manager.store().clone(),
-        &id,
-        after,
+        state.manager.follow(&id, after)?,
         q.include_raw.unwrap_or(false),
         false,
         state.keep_alive,
-    )
-    .map_err(store_problem)?;
+    );
     Ok(sse_response(stream))
 }
 
@@ -156,13 +145,11 @@ pub fn turn_stream(
     include_raw: bool,
 ) -> Result<Response, crate::session::SessionError> {
     let stream = log_stream(
-        state.manager.store().clone(),
-        id,
-        after,
+        state.manager.follow(id, after)?,
         include_raw,
         true,
         state.keep_alive,
-    )?;
+    );
     Ok(sse_response(stream))
 }
 
@@ -186,10 +173,7 @@ fn sse_response(
 const KEEP_ALIVE: &str = ": keep-alive\n\n";
 
 struct Cursor {
-    store: Arc<dyn EventStore>,
-    id: String,
-    after: u64,
-    rx: tokio::sync::watch::Receiver<u64>,
+    follow: Follow,
     include_raw: bool,
     until_turn_end: bool,
     keep_alive: Duration,
@@ -202,7 +186,7 @@ struct Cursor {
 }
 
 /// True for the events that end a turn stream.
-fn closes_turn(event: &StoredEvent) -> bool {
+fn closes_turn(event: &LoggedEvent) -> bool {
     matches!(
         event.event_type,
         "turn.ended" | "session.ended" | "question.requested" | "permission.requested"
@@ -210,7 +194,7 @@ fn closes_turn(event: &StoredEvent) -> bool {
 }
 
 /// Appends one event as SSE: `id: <sequence>`, `data: <json>` (compact JSON has no newline).
-fn push_sse(out: &mut String, event: &StoredEvent, include_raw: bool) {
+fn push_sse(out: &mut String, event: &LoggedEvent, include_raw: bool) {
     use std::fmt::Write;
     let _ = write!(out, "id: {}\ndata: ", event.sequence);
     out.push_str(&event.json(include_raw));
@@ -223,20 +207,13 @@ fn push_sse(out: &mut String, event: &StoredEvent, include_raw: bool) {
 /// a reader that is behind gets large writes, and a live one each event as soon as it is
 /// appended; after `keep_alive` without an event, a keep-alive comment.
 fn log_stream(
-    store: Arc<dyn EventStore>,
-    id: &str,
-    after: u64,
+    follow: Follow,
     include_raw: bool,
     until_turn_end: bool,
     keep_alive: Duration,
-) -> Result<impl Stream<Item = Result<String, std::convert::Infallible>> + Send + 'static, StoreError>
-{
-    let rx = store.subscribe(id)?;
+) -> impl Stream<Item = Result<String, std::convert::Infallible>> + Send + 'static {
     let cursor = Cursor {
-        store,
-        id: id.to_owned(),
-        after,
-        rx,
+        follow,
         include_raw,
         until_turn_end,
         keep_alive,
@@ -244,40 +221,32 @@ fn log_stream(
         last_sent: Instant::now(),
         done: false,
     };
-    Ok(stream::unfold(cursor, |mut c| async move {
+    stream::unfold(cursor, |mut c| async move {
         loop {
             if c.done {
                 return None;
             }
-            let page = match c.store.read(&c.id, c.after, PAGE) {
-                Ok(page) => page,
-                Err(_) => return None,
-            };
-            if page.is_empty() {
-                tokio::select! {
-                    more = wait_after(&mut c.rx, c.after) => {
-                        if more {
-                            continue;
-                        }
-                        return None;
+            let page = tokio::select! {
+                // Cancel-safe: a keep-alive that fires first leaves the cursor where it was.
+                page = c.follow.next() => match page {
+                    Ok(Some(page)) => page,
+                    Ok(None) | Err(_) => return None,
+                },
+                () = &mut c.keep_alive_timer => {
+                    let due = c.last_sent + c.keep_alive;
+                    let now = Instant::now();
+                    if due > now {
+                        c.keep_alive_timer.as_mut().reset(due.into());
+                        continue;
                     }
-                    () = &mut c.keep_alive_timer => {
-                        let due = c.last_sent + c.keep_alive;
-                        let now = Instant::now();
-                        if due > now {
-                            c.keep_alive_timer.as_mut().reset(due.into());
-                            continue;
-                        }
-                        c.last_sent = now;
-                        c.keep_alive_timer.as_mut().reset((now + c.keep_alive).into());
-                        return Some((Ok(KEEP_ALIVE.to_owned()), c));
-                    }
+                    c.last_sent = now;
+                    c.keep_alive_timer.as_mut().reset((now + c.keep_alive).into());
+                    return Some((Ok(KEEP_ALIVE.to_owned()), c));
                 }
-            }
+            };
             let mut text = String::with_capacity(page.iter().map(|e| e.json.len() + 32).sum());
             for e in &page {
                 push_sse(&mut text, e, c.include_raw);
-                c.after = e.sequence;
                 if c.until_turn_end && closes_turn(e) {
                     c.done = true;
                     break;
@@ -286,7 +255,7 @@ fn log_stream(
             c.last_sent = Instant::now();
             return Some((Ok(text), c));
         }
-    }))
+    })
 }
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/events.jsonl", tag = "events",
@@ -299,30 +268,23 @@ pub async fn transcript(
     ApiQuery(q): ApiQuery<RawQuery>,
 ) -> Result<Response, Problem> {
     state.manager.info(&id)?;
-    let store = state.manager.store().clone();
-    let end = store.last_sequence(&id).map_err(store_problem)?;
+    let follow = state.manager.follow(&id, 0)?;
+    let end = follow.last_sequence()?;
     let include_raw = q.include_raw();
     // Pages are read one at a time as the client consumes them: never the whole log in memory.
-    let body = stream::unfold(0u64, move |after| {
-        let store = store.clone();
-        let id = id.clone();
-        async move {
-            if after >= end {
-                return None;
+    let body = stream::unfold(Some(follow), move |follow| async move {
+        let mut follow = follow?;
+        match follow.poll_until(end) {
+            Ok(page) if !page.is_empty() => {
+                let mut chunk = String::new();
+                for e in &page {
+                    chunk.push_str(&e.json(include_raw));
+                    chunk.push('\n');
+                }
+                Some((Ok::<_, std::io::Error>(chunk), Some(follow)))
             }
-            let page = match store.read(&id, after, PAGE) {
-                Ok(page) if !page.is_empty() => page,
-                Ok(_) => return None,
-                Err(e) => return Some((Err(std::io::Error::other(e.to_string())), end)),
-            };
-            let mut chunk = String::new();
-            let mut last = after;
-            for e in page.iter().take_while(|e| e.sequence <= end) {
-                chunk.push_str(&e.json(include_raw));
-                chunk.push('\n');
-                last = e.sequence;
-            }
-            Some((Ok::<_, std::io::Error>(chunk), last.max(after + 1)))
+            Ok(_) => None,
+            Err(e) => Some((Err(std::io::Error::other(e.to_string())), None)),
         }
     });
     Ok((

@@ -76,6 +76,8 @@ fn title(kind: &str) -> &'static str {
         "payload_too_large" => "Payload too large",
         "service_unavailable" => "Service unavailable",
         "store_unavailable" => "Event log unavailable",
+        "queue_full" => "Too many waiting messages",
+        "cancelled" => "Cancelled",
         "budget_exhausted" => "Budget exhausted",
         "credentials_missing" => "Credentials missing",
         "host_not_allowed" => "Host not allowed",
@@ -145,6 +147,10 @@ impl From<SessionError> for Problem {
             SessionError::StoreUnavailable(_) => {
                 Problem::new("store_unavailable", StatusCode::SERVICE_UNAVAILABLE, detail)
             }
+            SessionError::QueueFull(_) => {
+                Problem::new("queue_full", StatusCode::TOO_MANY_REQUESTS, detail)
+            }
+            SessionError::Cancelled => Problem::new("cancelled", StatusCode::CONFLICT, detail),
             SessionError::CredentialsMissing { places, get_one } => {
                 let mut p = Problem::new("credentials_missing", StatusCode::BAD_REQUEST, detail);
                 p.agent = Some("codebuff".into());

@@ -65,7 +65,7 @@ pub async fn permission_reply(
     let Some(answer) = body
         .reply
         .as_deref()
-        .and_then(crate::codebuff::PermissionReply::parse)
+        .and_then(crate::session::PermissionReply::parse)
     else {
         return Err(Problem::invalid("`reply` must be `once`, `always` or `reject`").session(&id));
     };

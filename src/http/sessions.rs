@@ -10,7 +10,7 @@ use super::events::{turn_stream, RawQuery};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
-use crate::agent::TurnImage;
+use crate::session::TurnImage;
 use crate::session::{CreateRequest, SessionInfo, SessionStatus, UserMessage};
 
 /// `POST /v1/sessions/{id}` answer.

@@ -6,76 +6,35 @@
 //! place: messages queue and run one turn at a time ([`super::turn`]); every turn gets exactly
 //! one `turn.ended` and a session at most one `session.ended`.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use nix::sys::signal::Signal;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::answers::answer_prompt;
+use super::command::{Command, Mailbox};
 use super::context::SessionContext;
 use super::info::{EndState, SessionStatus};
 use super::message::UserMessage;
+use super::queue::MessageQueue;
 use super::record::{now_ms, to_record, RecordOf, Shared};
 use super::turn::StopReason;
 use super::{SessionError, SessionSettings};
 use crate::agent::AgentProcess;
-use crate::codebuff::{
-    CodebuffConverter, DecidedBy, PermissionMode, PermissionReply, QuestionError,
-};
+use crate::codebuff::{CodebuffConverter, DecidedBy, PermissionMode};
 use crate::store::RunningProcess;
 use crate::universal::{
-    format_time, EventData, EventDraft, QuestionData, SessionEndReason, SessionEndedData,
-    TerminatedBy,
+    format_time, EventData, EventDraft, SessionEndReason, SessionEndedData, TerminatedBy,
 };
-
-/// A request to a session actor.
-pub(crate) enum Command {
-    /// Queue a user message; `started` gets the sequence of its `turn.started`.
-    Message {
-        message: UserMessage,
-        started: Option<oneshot::Sender<Result<u64, SessionError>>>,
-    },
-    Answer {
-        question_id: String,
-        answers: Vec<Vec<String>>,
-        reply: oneshot::Sender<Result<(), SessionError>>,
-    },
-    Reject {
-        question_id: String,
-        reply: oneshot::Sender<Result<(), SessionError>>,
-    },
-    /// Answer a permission request of the running turn.
-    Permission {
-        permission_id: String,
-        answer: PermissionReply,
-        reply: oneshot::Sender<Result<(), SessionError>>,
-    },
-    Cancel {
-        reply: oneshot::Sender<()>,
-    },
-    /// Change the agent mode of the next turns.
-    SetMode {
-        mode: String,
-    },
-    Terminate {
-        reply: oneshot::Sender<()>,
-    },
-    Shutdown {
-        reply: oneshot::Sender<()>,
-    },
-}
-
-/// A message waiting for its turn.
-pub(crate) struct Queued {
-    pub message: UserMessage,
-    pub started: Option<oneshot::Sender<Result<u64, SessionError>>>,
-}
 
 /// Where an actor's session comes from.
 #[derive(Debug)]
 pub(crate) enum Origin {
-    /// Created just now: nothing to recover.
-    Created,
+    /// Created just now: the actor records `session.started` (every event of the log is
+    /// appended by its actor) and says on `ready` whether the log took it.
+    Created {
+        ready: Option<oneshot::Sender<Result<(), SessionError>>>,
+    },
     /// Loaded from the store after a restart; `running` is the agent process its record names
     /// (a turn the previous daemon left running), if any.
     Restored { running: Option<RunningProcess> },
@@ -88,8 +47,8 @@ pub(crate) struct Actor {
     pub(super) ctx: Arc<SessionContext>,
     pub(super) shared: Shared,
     pub(super) converter: CodebuffConverter,
-    queue: VecDeque<Queued>,
-    pub(super) rx: mpsc::UnboundedReceiver<Command>,
+    pub(super) queue: MessageQueue,
+    pub(super) rx: mpsc::Receiver<Command>,
     pub(super) drafts: Vec<EventDraft>,
     /// Replies owed once the running turn has ended (terminate, shutdown).
     pub(super) waiting: Vec<oneshot::Sender<()>>,
@@ -111,7 +70,7 @@ impl Actor {
         settings: Arc<SessionSettings>,
         ctx: Arc<SessionContext>,
         shared: Shared,
-        rx: mpsc::UnboundedReceiver<Command>,
+        mailbox: Mailbox,
         created_at: u64,
         origin: Origin,
     ) -> Self {
@@ -128,8 +87,8 @@ impl Actor {
             ctx,
             shared,
             converter,
-            queue: VecDeque::new(),
-            rx,
+            queue: MessageQueue::new(mailbox.queued),
+            rx: mailbox.rx,
             drafts: Vec::new(),
             waiting: Vec::new(),
             exit: false,
@@ -139,8 +98,20 @@ impl Actor {
 
     /// Runs until the daemon shuts down (or every handle to the session is gone).
     pub(crate) async fn run(mut self) {
-        if let Origin::Restored { running } = std::mem::replace(&mut self.origin, Origin::Created) {
-            self.recover(running).await;
+        match std::mem::replace(&mut self.origin, Origin::Created { ready: None }) {
+            Origin::Restored { running } => self.recover(running).await,
+            Origin::Created { ready } => {
+                self.drafts.push(self.settings.started_event());
+                let recorded = match self.flush().await {
+                    true => Ok(()),
+                    false => Err(SessionError::StoreUnavailable(
+                        self.store_failure.clone().unwrap_or_default(),
+                    )),
+                };
+                if let Some(ready) = ready {
+                    let _ = ready.send(recorded);
+                }
+            }
         }
         while !self.exit {
             if self.store_failure.is_some() {
@@ -148,13 +119,13 @@ impl Actor {
                 continue;
             }
             if self.ended().is_none() {
-                if let Some(next) = self.queue.pop_front() {
+                if let Some(next) = self.queue.pop() {
                     self.run_turn(next).await;
                     continue;
                 }
             }
             match self.rx.recv().await {
-                Some(cmd) => self.handle_idle(cmd),
+                Some(cmd) => self.handle_idle(cmd).await,
                 None => break,
             }
         }
@@ -191,10 +162,12 @@ impl Actor {
         }
     }
 
-    /// Appends the pending drafts to the log and refreshes the live info. Returns false when
-    /// the log refused them (or lost earlier ones): the drafts are dropped, and the session
-    /// appends nothing more until it is resynchronised from the log.
-    pub(super) fn flush(&mut self) -> bool {
+    /// Appends the pending drafts to the log and refreshes the live info; a batch that must be
+    /// durable before anyone sees it (a turn's or the session's end) is awaited here, without
+    /// parking a runtime thread. Returns false when the log refused them (or lost earlier
+    /// ones): the drafts are dropped, and the session appends nothing more until it is
+    /// resynchronised from the log.
+    pub(super) async fn flush(&mut self) -> bool {
         if self.store_failure.is_some() {
             self.drafts.clear();
             return false;
@@ -206,7 +179,7 @@ impl Actor {
         let native = self.converter.native_session_id();
         {
             // Before the append: the writer thread may commit these events (and a reader act
-            // on a `turn.ended` among them) before this thread runs again, and whoever then
+            // on a `turn.ended` among them) before this task runs again, and whoever then
             // asks for the session must see the cost those events report.
             let mut live = self.shared.lock();
             live.updated_at = now_ms();
@@ -216,23 +189,28 @@ impl Actor {
             }
             live.cost = self.converter.session_cost();
         }
-        match self
+        let appended = self
             .ctx
             .store
-            .append(&self.id, &mut self.drafts, time, native)
-        {
-            Ok(last) => {
-                self.shared.lock().event_count = last;
-                true
+            .append_deferred(&self.id, &mut self.drafts, time, native);
+        let appended = match appended {
+            Ok(appended) => {
+                self.shared.lock().event_count = appended.last;
+                match appended.durable {
+                    Some(commit) => commit.wait().await,
+                    None => Ok(()),
+                }
             }
-            Err(error) => {
-                tracing::error!(session = %self.id, %error, "appending to the event log failed; the session waits for the log and resumes from it");
-                self.drafts.clear();
-                self.store_failure = Some(error.to_string());
-                self.set_status(SessionStatus::Failed);
-                false
-            }
+            Err(error) => Err(error),
+        };
+        if let Err(error) = appended {
+            tracing::error!(session = %self.id, %error, "appending to the event log failed; the session waits for the log and resumes from it");
+            self.drafts.clear();
+            self.store_failure = Some(error.to_string());
+            self.set_status(SessionStatus::Failed);
+            return false;
         }
+        true
     }
 
     /// Writes the session's record (with the running agent process, if any).
@@ -258,13 +236,16 @@ impl Actor {
         message: UserMessage,
         started: Option<oneshot::Sender<Result<u64, SessionError>>>,
     ) {
-        match self.ended() {
-            Some(end) => {
-                if let Some(tx) = started {
-                    let _ = tx.send(Err(Self::ended_error(&end)));
-                }
-            }
-            None => self.queue.push_back(Queued { message, started }),
+        self.queue.push(message, started);
+        if let Some(end) = self.ended() {
+            self.queue.refuse_all(|| Self::ended_error(&end));
+        }
+    }
+
+    /// Cancels what a `Cancel` names while no turn runs: the waiting messages, if it says so.
+    pub(super) fn cancel_queued(&mut self, queued: bool) {
+        if queued {
+            self.queue.refuse_all(|| SessionError::Cancelled);
         }
     }
 
@@ -278,15 +259,11 @@ impl Actor {
             live.end = Some(EndState::Terminated);
             live.status = SessionStatus::Ended;
         }
-        for q in self.queue.drain(..) {
-            if let Some(tx) = q.started {
-                let _ = tx.send(Err(SessionError::Terminated));
-            }
-        }
+        self.queue.refuse_all(|| SessionError::Terminated);
     }
 
     /// Handles a command while no turn runs.
-    fn handle_idle(&mut self, cmd: Command) {
+    async fn handle_idle(&mut self, cmd: Command) {
         match cmd {
             Command::Message { message, started } => self.enqueue(message, started),
             Command::Answer {
@@ -294,24 +271,22 @@ impl Actor {
                 answers,
                 reply,
             } => {
-                let result = self.resolve_question(&question_id, Some(answers));
+                let result = self.resolve_question(&question_id, Some(answers)).await;
                 let result = result.map(|(question, _line)| {
                     // The run that asked is over: the answer becomes the next turn's prompt,
                     // which resumes the conversation with `--continue`.
                     if self.ended().is_none() {
-                        self.queue.push_front(Queued {
-                            message: answer_prompt(&question).into(),
-                            started: None,
-                        });
+                        self.queue.push_front(answer_prompt(&question).into());
                     }
                 });
                 let _ = reply.send(result);
             }
             Command::Reject { question_id, reply } => {
-                let result = self.resolve_question(&question_id, None).map(|_| ());
-                let _ = reply.send(result);
+                let result = self.resolve_question(&question_id, None).await;
+                let _ = reply.send(result.map(|_| ()));
             }
-            Command::Cancel { reply } => {
+            Command::Cancel { queued, reply } => {
+                self.cancel_queued(queued);
                 let _ = reply.send(());
             }
             Command::SetMode { mode } => self.set_mode(mode),
@@ -331,14 +306,14 @@ impl Actor {
                         None,
                         &mut self.drafts,
                     )
-                    .map(|_line| {
-                        self.flush();
-                    })
                     .map_err(|e| SessionError::InvalidRequest(e.to_string()));
-                let _ = reply.send(result);
+                if result.is_ok() {
+                    self.flush().await;
+                }
+                let _ = reply.send(result.map(|_line| ()));
             }
             Command::Terminate { reply } => {
-                self.end_session_terminated();
+                self.end_session_terminated().await;
                 let _ = reply.send(());
             }
             Command::Shutdown { reply } => {
@@ -355,24 +330,19 @@ impl Actor {
         process: &mut AgentProcess,
         stop: &mut Option<StopReason>,
     ) {
-        let limits = &self.ctx.limits;
+        let limits = self.ctx.limits.clone();
         match cmd {
-            Command::Message { message, started } => {
-                self.queue.push_back(Queued { message, started });
-            }
+            Command::Message { message, started } => self.enqueue(message, started),
             Command::Answer {
                 question_id,
                 answers,
                 reply,
             } => {
-                let result = match self.resolve_question(&question_id, Some(answers)) {
+                let result = match self.resolve_question(&question_id, Some(answers)).await {
                     Ok((question, line)) => {
                         if let Err(error) = process.write_line(&line).await {
                             tracing::warn!(session = %self.id, %error, "the agent no longer reads answers; the answer goes into the next turn");
-                            self.queue.push_front(Queued {
-                                message: answer_prompt(&question).into(),
-                                started: None,
-                            });
+                            self.queue.push_front(answer_prompt(&question).into());
                         }
                         Ok(())
                     }
@@ -381,7 +351,7 @@ impl Actor {
                 let _ = reply.send(result);
             }
             Command::Reject { question_id, reply } => {
-                let result = match self.resolve_question(&question_id, None) {
+                let result = match self.resolve_question(&question_id, None).await {
                     Ok((_, line)) => {
                         let _ = process.write_line(&line).await;
                         Ok(())
@@ -396,11 +366,13 @@ impl Actor {
                 answer,
                 reply,
             } => {
-                let result =
-                    self.resolve_permission(process, &permission_id, answer, DecidedBy::User, None);
+                let result = self
+                    .resolve_permission(process, &permission_id, answer, DecidedBy::User, None)
+                    .await;
                 let _ = reply.send(result);
             }
-            Command::Cancel { reply } => {
+            Command::Cancel { queued, reply } => {
+                self.cancel_queued(queued);
                 if stop.is_none() {
                     *stop = Some(StopReason::Cancelled);
                     process.stop(Signal::SIGINT, limits.cancel_grace);
@@ -424,81 +396,13 @@ impl Actor {
         }
     }
 
-    /// Answers a permission request of the running turn: records `permission.resolved` and
-    /// hands the answer to the agent.
-    pub(super) fn resolve_permission(
-        &mut self,
-        process: &mut AgentProcess,
-        id: &str,
-        answer: PermissionReply,
-        decided_by: DecidedBy,
-        reason: Option<&str>,
-    ) -> Result<(), SessionError> {
-        let line = self
-            .converter
-            .resolve_permission(id, answer, decided_by, reason, &mut self.drafts)
-            .map_err(|e| SessionError::InvalidRequest(e.to_string()))?;
-        if !self.flush() {
-            return Err(SessionError::StoreUnavailable(
-                self.store_failure.clone().unwrap_or_default(),
-            ));
-        }
-        if let Err(error) = process.queue_line(&line) {
-            tracing::warn!(session = %self.id, %error, "the agent no longer reads its stdin");
-        }
-        Ok(())
-    }
-
     /// Changes the agent mode of the next turns and records it.
     pub(super) fn set_mode(&mut self, mode: String) {
         self.shared.lock().agent_mode = mode;
         self.persist(None);
     }
 
-    /// Records `question.resolved` and returns the resolved question and the stdin line.
-    fn resolve_question(
-        &mut self,
-        question_id: &str,
-        answers: Option<Vec<Vec<String>>>,
-    ) -> Result<(QuestionData, String), SessionError> {
-        let resolved = match answers {
-            Some(answers) => self.converter.answer_question(question_id, answers),
-            None => self.converter.reject_question(question_id),
-        };
-        let (draft, line) = resolved.map_err(|e| match e {
-            QuestionError::Unknown(_)
-            | QuestionError::AlreadyResolved(_)
-            | QuestionError::InvalidAnswers(_) => SessionError::InvalidRequest(e.to_string()),
-        })?;
-        let question = match &draft.data {
-            EventData::QuestionResolved(question) => question.clone(),
-            _ => {
-                return Err(SessionError::InvalidRequest(format!(
-                    "question `{question_id}` could not be resolved"
-                )))
-            }
-        };
-        self.drafts.push(draft);
-        if !self.flush() {
-            return Err(SessionError::StoreUnavailable(
-                self.store_failure.clone().unwrap_or_default(),
-            ));
-        }
-        Ok((question, line))
-    }
-
-    /// Drafts `question.resolved` (rejected) for every question still pending from a run that
-    /// is over, when the conversation moves on (a new turn) or the session ends: nobody can
-    /// answer them any more (rule 7: one `question.resolved` per `question.requested`).
-    pub(super) fn reject_stale_questions(&mut self) {
-        for id in self.converter.pending_question_ids() {
-            if let Ok((draft, _skip_line)) = self.converter.reject_question(&id) {
-                self.drafts.push(draft);
-            }
-        }
-    }
-
-    pub(super) fn end_session_terminated(&mut self) {
+    pub(super) async fn end_session_terminated(&mut self) {
         if self.ended().is_some() {
             return;
         }
@@ -515,26 +419,8 @@ impl Actor {
                 },
             )));
         // A log that refuses it gets it on resynchronisation.
-        self.flush();
+        self.flush().await;
         self.mark_terminated();
         self.persist(None);
     }
-}
-
-/// The prompt that carries an answer to a run that is no longer waiting for it.
-fn answer_prompt(question: &QuestionData) -> String {
-    let mut text = String::from("Answers to your questions:");
-    let answers = question.answers.clone().unwrap_or_default();
-    for (i, q) in question.questions.iter().enumerate() {
-        let answer = answers
-            .get(i)
-            .filter(|a| !a.is_empty())
-            .map(|a| a.join(", "))
-            .unwrap_or_else(|| "(no answer)".to_owned());
-        text.push_str(&format!("\n- {}: {}", q.question, answer));
-    }
-    if question.questions.is_empty() {
-        text.push_str(&format!(" {}", answers.concat().join(", ")));
-    }
-    text
 }

@@ -1,4 +1,5 @@
-//! What can go wrong with a session request; the HTTP layer maps each to a problem document.
+//! What can go wrong with a session request; each door maps it to its protocol's error (a
+//! problem document, a JSON-RPC error, an `action-error`, an exit status).
 
 use crate::store::StoreError;
 
@@ -46,6 +47,12 @@ pub enum SessionError {
     /// The session has spent its credit budget.
     #[error("the session has spent {spent} of its budget of {budget} credits; it takes no more messages")]
     BudgetExhausted { spent: f64, budget: f64 },
+    /// The session already holds as many waiting messages as it takes.
+    #[error("the session already holds {0} messages waiting for their turn; send more once some have run")]
+    QueueFull(usize),
+    /// A waiting message was dropped by a cancel before its turn started.
+    #[error("the message was cancelled before its turn started")]
+    Cancelled,
     /// The event log cannot be written now; the daemon retries by itself.
     #[error("the event log cannot be written now ({0}); try again when GET /v1/health says ok")]
     StoreUnavailable(String),
@@ -70,6 +77,8 @@ impl SessionError {
             SessionError::AgentExited(_) => "agent_process_exited",
             SessionError::ShuttingDown => "shutting_down",
             SessionError::BudgetExhausted { .. } => "budget_exhausted",
+            SessionError::QueueFull(_) => "queue_full",
+            SessionError::Cancelled => "cancelled",
             SessionError::StoreUnavailable(_) => "store_unavailable",
             SessionError::Store(_) => "store_error",
         }

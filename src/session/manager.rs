@@ -9,50 +9,80 @@
 //! an id one of them uses fails as taken (the store refuses the duplicate).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::actor::{Actor, Command, Origin};
+use super::command::Command;
 use super::context::SessionContext;
 use super::info::{EndState, SessionInfo, SessionStatus};
 use super::message::UserMessage;
-use super::record::{from_record, now_ms, to_record, Live, RecordOf, Shared};
-use super::settings::{validate_agent_mode, CreateRequest, SessionSettings};
+use super::queue::QueueCount;
+use super::record::{now_ms, Shared};
+use super::settings::{validate_agent_mode, SessionSettings};
 use super::SessionError;
-use crate::agent::AgentKind;
 use crate::codebuff::PermissionReply;
-use crate::store::{EventStore, StoreError};
-use crate::sync::{LockExt, RwLockExt};
-use crate::universal::format_time;
+use crate::store::EventStore;
+use crate::sync::RwLockExt;
 
 /// Longest accepted session id.
-const MAX_ID_LEN: usize = 256;
+pub(super) const MAX_ID_LEN: usize = 256;
 
-struct Handle {
-    id: Arc<str>,
-    settings: Arc<SessionSettings>,
-    created_at: u64,
+pub(super) struct Handle {
+    pub(super) id: Arc<str>,
+    pub(super) settings: Arc<SessionSettings>,
+    pub(super) created_at: u64,
     /// Creation order in this daemon: breaks ties of `created_at` (milliseconds) in `list`.
-    order: u64,
-    shared: Shared,
-    tx: mpsc::UnboundedSender<Command>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    pub(super) order: u64,
+    pub(super) shared: Shared,
+    pub(super) tx: mpsc::Sender<Command>,
+    /// The session's client messages waiting for their turn (bounded, see [`super::queue`]).
+    pub(super) queued: QueueCount,
+    pub(super) task: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Commands a session's mailbox holds before senders wait (control commands) or are refused
+/// (`queue_full`, for messages): the actor takes them as they come, also while a turn runs.
+pub(super) const MAILBOX: usize = 64;
+
+/// What [`SessionManager::cancel_with`] stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancel {
+    /// The running turn; messages waiting for their turn run after it (`/v1`, `/v1/ws`, the
+    /// terminal).
+    Running,
+    /// The running turn and every message waiting for its turn (those get
+    /// [`SessionError::Cancelled`]): ACP's `session/cancel`.
+    RunningAndQueued,
+}
+
+/// A message waiting for its turn ([`SessionManager::queue_turn`]).
+#[derive(Debug)]
+pub struct QueuedTurn(oneshot::Receiver<Result<u64, SessionError>>);
+
+impl QueuedTurn {
+    /// Waits until the message's turn starts: the sequence of its `turn.started`, or why it
+    /// never will ([`SessionError::Cancelled`] when a cancel dropped it, `Terminated` …).
+    pub async fn started(self) -> Result<u64, SessionError> {
+        self.0.await.map_err(|_| SessionError::ShuttingDown)?
+    }
 }
 
 /// All sessions of the daemon.
 pub struct SessionManager {
-    ctx: Arc<SessionContext>,
-    sessions: RwLock<HashMap<String, Arc<Handle>>>,
-    shutting_down: AtomicBool,
+    pub(super) ctx: Arc<SessionContext>,
+    pub(super) sessions: RwLock<HashMap<String, Arc<Handle>>>,
+    /// Ids being created (their record is being committed, without holding `sessions`).
+    pub(super) creating: Mutex<std::collections::HashSet<String>>,
+    pub(super) shutting_down: AtomicBool,
     /// The next session's `Handle::order`.
-    next_order: AtomicU64,
+    pub(super) next_order: AtomicU64,
     /// How many sessions this manager has created: raised after each, so followers of "every
     /// session" (the WebSocket door's `*`) learn of new ones without polling the list.
-    created: watch::Sender<u64>,
+    pub(super) created: watch::Sender<u64>,
 }
 
 impl SessionManager {
@@ -61,6 +91,7 @@ impl SessionManager {
         SessionManager {
             ctx: Arc::new(ctx),
             sessions: RwLock::new(HashMap::new()),
+            creating: Mutex::new(std::collections::HashSet::new()),
             shutting_down: AtomicBool::new(false),
             next_order: AtomicU64::new(0),
             created: watch::Sender::new(0),
@@ -88,173 +119,12 @@ impl SessionManager {
         &self.ctx
     }
 
-    fn handle(&self, id: &str) -> Result<Arc<Handle>, SessionError> {
+    pub(super) fn handle(&self, id: &str) -> Result<Arc<Handle>, SessionError> {
         let sessions = self.sessions.read_unpoisoned();
         sessions
             .get(id)
             .cloned()
             .ok_or_else(|| SessionError::NotFound(id.to_owned()))
-    }
-
-    /// Whether a session of `agent` can start now: it needs no key, or the daemon finds one
-    /// (the terminal's REPL warns before the first turn fails).
-    pub fn has_credential(&self, agent: AgentKind) -> bool {
-        self.ctx.agents.has_credential(agent, None)
-    }
-
-    /// The refusal of a session that needs a key when none is found: where the daemon looked,
-    /// where to get one, and the agent that needs none. Every door says the same (ACP's
-    /// `authenticate` too).
-    pub fn credentials_missing(&self) -> SessionError {
-        SessionError::CredentialsMissing {
-            places: crate::agent::credentials::places(self.ctx.agents.home.as_deref()),
-            get_one: crate::agent::credentials::GET_A_KEY,
-        }
-    }
-
-    /// Creates a session: validates the request, makes sure its agent can run (installing the
-    /// adapter's dependencies when missing), records `session.started` and starts its actor.
-    /// Returns the native session id (none yet for a new session).
-    pub async fn create(&self, id: &str, req: CreateRequest) -> Result<SessionInfo, SessionError> {
-        if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(SessionError::ShuttingDown);
-        }
-        if id.is_empty() || id.len() > MAX_ID_LEN || id.chars().any(char::is_control) {
-            return Err(SessionError::InvalidRequest(format!(
-                "a session id must be 1 to {MAX_ID_LEN} printable characters"
-            )));
-        }
-        if self.handle(id).is_ok() {
-            return Err(SessionError::AlreadyExists(id.to_owned()));
-        }
-        let settings = SessionSettings::validate(req, &self.ctx.policy)?;
-        if !self
-            .ctx
-            .agents
-            .has_credential(settings.agent, settings.api_key.as_deref())
-        {
-            return Err(self.credentials_missing());
-        }
-        if settings.agent == AgentKind::Codebuff {
-            self.ctx
-                .agents
-                .launcher
-                .install(AgentKind::Codebuff, false)
-                .await
-                .map_err(|e| SessionError::AgentNotInstalled {
-                    agent: "codebuff".into(),
-                    how: e.0,
-                })?;
-        }
-        // A warm agent for its first turn.
-        self.ctx.agents.prewarm(settings.agent);
-        let settings = Arc::new(settings);
-        let mut sessions = self.sessions.write_unpoisoned();
-        if sessions.contains_key(id) {
-            return Err(SessionError::AlreadyExists(id.to_owned()));
-        }
-        let now = now_ms();
-        // The record counts the `session.started` appended next.
-        let live = Live::created(now, &settings.agent_mode);
-        let record = to_record(RecordOf {
-            session_id: id,
-            settings: &settings,
-            live: &live,
-            created_at: now,
-            running: None,
-            owner: &self.ctx.instance_id,
-        });
-        self.ctx.store.create(&record).map_err(|e| match e {
-            StoreError::AlreadyExists(id) => SessionError::AlreadyExists(id),
-            other => SessionError::from(other),
-        })?;
-        let mut drafts = vec![settings.started_event()];
-        let time = format_time(time::OffsetDateTime::now_utc()).into();
-        self.ctx.store.append(id, &mut drafts, time, None)?;
-        let handle = self.start_actor(id, settings, live, now, Origin::Created);
-        tracing::info!(session = %id, agent = handle.settings.agent.id(), "session created");
-        let info = info_of(&handle);
-        sessions.insert(id.to_string(), handle);
-        drop(sessions);
-        self.created.send_modify(|n| *n += 1);
-        Ok(info)
-    }
-
-    /// Loads this daemon's stored sessions (its own and unowned ones, see the module docs) and
-    /// starts their actors; sessions whose turn was running when the previous daemon died are
-    /// recovered (their agent killed, the turn ended as interrupted). Returns how many
-    /// sessions were loaded.
-    pub fn restore(&self) -> Result<usize, SessionError> {
-        let records = self.ctx.store.load_sessions()?;
-        let mut sessions = self.sessions.write_unpoisoned();
-        let mut loaded = 0;
-        let mut others = 0;
-        for record in records {
-            if !record.owner.is_empty() && record.owner != self.ctx.instance_id {
-                others += 1;
-                continue;
-            }
-            let last = self.ctx.store.last_sequence(&record.session_id).ok();
-            let Some(restored) = from_record(&record, last) else {
-                tracing::error!(session = %record.session_id, "stored settings are unusable; session skipped");
-                continue;
-            };
-            let handle = self.start_actor(
-                &record.session_id,
-                Arc::new(restored.settings),
-                restored.live,
-                restored.created_at,
-                Origin::Restored {
-                    running: restored.running,
-                },
-            );
-            if handle.shared.lock().end.is_none() {
-                // A warm agent for the session's next turn.
-                self.ctx.agents.prewarm(handle.settings.agent);
-            }
-            sessions.insert(record.session_id.clone(), handle);
-            loaded += 1;
-        }
-        if others > 0 {
-            tracing::info!(
-                sessions = others,
-                "left the stored sessions of other daemons alone"
-            );
-        }
-        Ok(loaded)
-    }
-
-    /// Starts the actor of a session and returns its handle.
-    fn start_actor(
-        &self,
-        id: &str,
-        settings: Arc<SessionSettings>,
-        live: Live,
-        created_at: u64,
-        origin: Origin,
-    ) -> Arc<Handle> {
-        let shared = Shared::new(live);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let id: Arc<str> = id.into();
-        let actor = Actor::new(
-            id.clone(),
-            settings.clone(),
-            self.ctx.clone(),
-            shared.clone(),
-            rx,
-            created_at,
-            origin,
-        );
-        let task = tokio::spawn(actor.run());
-        Arc::new(Handle {
-            id,
-            settings,
-            created_at,
-            order: self.next_order.fetch_add(1, Ordering::Relaxed),
-            shared,
-            tx,
-            task: Mutex::new(Some(task)),
-        })
     }
 
     /// Every session, newest first.
@@ -329,8 +199,29 @@ impl SessionManager {
         Ok(info_of(&*self.handle(id)?))
     }
 
-    fn send(&self, handle: &Handle, cmd: Command) -> Result<(), SessionError> {
-        handle.tx.send(cmd).map_err(|_| SessionError::ShuttingDown)
+    /// Hands a command to the session's actor, waiting while its mailbox is full.
+    async fn send(&self, handle: &Handle, cmd: Command) -> Result<(), SessionError> {
+        handle
+            .tx
+            .send(cmd)
+            .await
+            .map_err(|_| SessionError::ShuttingDown)
+    }
+
+    /// Hands a command to the session's actor now, or refuses it (`queue_full`) when the
+    /// mailbox is full: for requests that cannot wait (a message, a mode change).
+    fn try_send(&self, handle: &Handle, cmd: Command) -> Result<(), SessionError> {
+        handle.tx.try_send(cmd).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => SessionError::QueueFull(MAILBOX),
+            mpsc::error::TrySendError::Closed(_) => SessionError::ShuttingDown,
+        })
+    }
+
+    /// Queues a client message on the session (within its bound).
+    fn queue_message(&self, handle: &Handle, cmd: Command) -> Result<(), SessionError> {
+        handle.queued.admit()?;
+        self.try_send(handle, cmd)
+            .inspect_err(|_| handle.queued.release())
     }
 
     /// Why the event log cannot be written now, if it cannot (the store is degraded).
@@ -370,7 +261,7 @@ impl SessionManager {
         message.validate()?;
         let handle = self.handle(id)?;
         self.check_open(&handle)?;
-        self.send(
+        self.queue_message(
             &handle,
             Command::Message {
                 message,
@@ -386,19 +277,30 @@ impl SessionManager {
         id: &str,
         message: impl Into<UserMessage>,
     ) -> Result<u64, SessionError> {
+        self.queue_turn(id, message)?.started().await
+    }
+
+    /// Queues a message now (its place in the session's queue is taken before this returns,
+    /// so messages queued one after the other run in that order); the answer waits for its
+    /// turn to start.
+    pub fn queue_turn(
+        &self,
+        id: &str,
+        message: impl Into<UserMessage>,
+    ) -> Result<QueuedTurn, SessionError> {
         let message = message.into();
         message.validate()?;
         let handle = self.handle(id)?;
         self.check_open(&handle)?;
         let (tx, rx) = oneshot::channel();
-        self.send(
+        self.queue_message(
             &handle,
             Command::Message {
                 message,
                 started: Some(tx),
             },
         )?;
-        rx.await.map_err(|_| SessionError::ShuttingDown)?
+        Ok(QueuedTurn(rx))
     }
 
     /// Answers a pending question (one list of answers per question).
@@ -417,7 +319,8 @@ impl SessionManager {
                 answers,
                 reply,
             },
-        )?;
+        )
+        .await?;
         rx.await.map_err(|_| SessionError::ShuttingDown)?
     }
 
@@ -438,7 +341,8 @@ impl SessionManager {
                 answer,
                 reply,
             },
-        )?;
+        )
+        .await?;
         rx.await.map_err(|_| SessionError::ShuttingDown)?
     }
 
@@ -452,15 +356,25 @@ impl SessionManager {
                 question_id: question_id.to_owned(),
                 reply,
             },
-        )?;
+        )
+        .await?;
         rx.await.map_err(|_| SessionError::ShuttingDown)?
     }
 
-    /// Stops the running turn (if any); the session stays usable.
+    /// Stops the running turn (if any); the session stays usable and the messages waiting
+    /// for their turn run next.
     pub async fn cancel(&self, id: &str) -> Result<(), SessionError> {
+        self.cancel_with(id, Cancel::Running).await
+    }
+
+    /// Stops the running turn and, with [`Cancel::RunningAndQueued`], drops the messages
+    /// waiting for their turn (their senders get [`SessionError::Cancelled`]).
+    pub async fn cancel_with(&self, id: &str, what: Cancel) -> Result<(), SessionError> {
         let handle = self.handle(id)?;
         let (reply, rx) = oneshot::channel();
-        self.send(&handle, Command::Cancel { reply })?;
+        let queued = what == Cancel::RunningAndQueued;
+        self.send(&handle, Command::Cancel { queued, reply })
+            .await?;
         let _ = rx.await;
         Ok(())
     }
@@ -471,115 +385,12 @@ impl SessionManager {
         validate_agent_mode(mode)?;
         let handle = self.handle(id)?;
         self.check_open(&handle)?;
-        self.send(
+        self.try_send(
             &handle,
             Command::SetMode {
                 mode: mode.to_owned(),
             },
         )
-    }
-
-    /// Ends the session (idempotent): stops its turn, records `session.ended`.
-    pub async fn terminate(&self, id: &str) -> Result<(), SessionError> {
-        let handle = self.handle(id)?;
-        let (reply, rx) = oneshot::channel();
-        if handle.tx.send(Command::Terminate { reply }).is_ok() {
-            let _ = rx.await;
-        }
-        self.release_spare_if_unused(handle.settings.agent);
-        Ok(())
-    }
-
-    /// Deletes a session for good: ends it as `terminate` does (its turn stopped, its agent
-    /// killed), stops its actor, then removes its record and whole log from the store. Streams
-    /// following it end. Unknown ids are `NotFound`; a store that cannot delete now leaves the
-    /// session listed (ended) so the delete can be retried.
-    pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
-        let handle = self.handle(id)?;
-        self.terminate(id).await?;
-        let (reply, rx) = oneshot::channel();
-        if handle.tx.send(Command::Shutdown { reply }).is_ok() {
-            let _ = rx.await;
-        }
-        let task = handle.task.lock_unpoisoned().take();
-        if let Some(task) = task {
-            let _ = task.await;
-        }
-        let store = self.ctx.store.clone();
-        let owned = id.to_owned();
-        let deleted = tokio::task::spawn_blocking(move || store.delete_session(&owned))
-            .await
-            .map_err(|e| SessionError::StoreUnavailable(e.to_string()))?;
-        if let Err(e) = deleted {
-            // The actor is gone; a fresh one keeps the (ended) session readable until the
-            // delete is retried.
-            self.revive(&handle);
-            return Err(e.into());
-        }
-        let mut sessions = self.sessions.write_unpoisoned();
-        if sessions.get(id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
-            sessions.remove(id);
-        }
-        tracing::info!(session = %id, "session deleted");
-        Ok(())
-    }
-
-    /// Starts a new actor for a session whose actor was stopped (a delete the store refused),
-    /// from its log, as a restart would.
-    fn revive(&self, old: &Arc<Handle>) {
-        let handle = self.start_actor(
-            &old.id,
-            old.settings.clone(),
-            old.shared.snapshot(),
-            old.created_at,
-            Origin::Restored { running: None },
-        );
-        let mut sessions = self.sessions.write_unpoisoned();
-        sessions.insert(old.id.to_string(), handle);
-    }
-
-    /// Drops the warm spare of `kind` when no session that can still take a turn uses it.
-    fn release_spare_if_unused(&self, kind: AgentKind) {
-        let in_use = {
-            let sessions = self.sessions.read_unpoisoned();
-            sessions
-                .values()
-                .any(|h| h.settings.agent == kind && h.shared.lock().end.is_none())
-        };
-        if !in_use {
-            self.ctx.agents.drop_spare(kind);
-        }
-    }
-
-    /// Stops accepting sessions, ends every running turn (recording its ending) and waits for
-    /// the actors, at most `limit`.
-    pub async fn shutdown(&self, limit: Duration) {
-        self.shutting_down.store(true, Ordering::SeqCst);
-        let handles: Vec<Arc<Handle>> = {
-            let sessions = self.sessions.read_unpoisoned();
-            sessions.values().cloned().collect()
-        };
-        let mut waits = Vec::new();
-        for h in &handles {
-            let (reply, rx) = oneshot::channel();
-            if h.tx.send(Command::Shutdown { reply }).is_ok() {
-                waits.push(rx);
-            }
-        }
-        let all = async {
-            for rx in waits {
-                let _ = rx.await;
-            }
-            for h in &handles {
-                let task = h.task.lock_unpoisoned().take();
-                if let Some(task) = task {
-                    let _ = task.await;
-                }
-            }
-        };
-        if tokio::time::timeout(limit, all).await.is_err() {
-            tracing::warn!("some sessions did not stop in time");
-        }
     }
 }
 
@@ -597,7 +408,7 @@ fn parse_cursor(cursor: &str) -> Result<(u64, u64), SessionError> {
     ))
 }
 
-fn info_of(h: &Handle) -> SessionInfo {
+pub(super) fn info_of(h: &Handle) -> SessionInfo {
     let live = h.shared.snapshot();
     let s = &h.settings;
     SessionInfo {

@@ -2,12 +2,18 @@
 //! the registry of all sessions, and their records.
 
 mod actor;
+mod agents;
+mod answers;
+mod command;
 mod context;
+mod create;
+mod ending;
 mod error;
 mod follow;
 mod info;
 mod manager;
 mod message;
+mod queue;
 mod record;
 mod recover;
 mod recovery;
@@ -16,6 +22,7 @@ mod settings;
 mod tracker;
 mod turn;
 
+pub use agents::AgentStatus;
 pub use context::{Limits, SessionContext};
 // The engine's facade: what a door needs to name agents, prompt images and permission
 // replies, without reaching into the layers below.
@@ -24,8 +31,9 @@ pub use crate::universal::PermissionReply;
 pub use error::SessionError;
 pub use follow::{Follow, LoggedEvent, DEFAULT_PAGE};
 pub use info::{EndState, SessionInfo, SessionStatus};
-pub use manager::SessionManager;
+pub use manager::{Cancel, QueuedTurn, SessionManager};
 pub use message::UserMessage;
+pub use queue::MAX_QUEUED;
 pub use recovery::LogSummary;
 pub use settings::{CreatePolicy, CreateRequest, SessionSettings, AGENT_MODES, PERMISSION_MODES};
 pub use tracker::{TurnEnd, TurnTracker};

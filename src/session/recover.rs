@@ -4,7 +4,8 @@
 //! session's events (the turn failed with `store_error`, recorded once the log can be
 //! written again).
 
-use super::actor::{Actor, Command};
+use super::actor::Actor;
+use super::command::Command;
 use super::info::{EndState, SessionStatus};
 use super::recovery::LogSummary;
 use super::SessionError;
@@ -33,7 +34,7 @@ impl Actor {
         self.drafts.extend(
             summary.interrupted_turn("the daemon stopped during this turn and was restarted"),
         );
-        self.flush();
+        self.flush().await;
         self.persist(None);
     }
 
@@ -96,7 +97,7 @@ impl Actor {
                     },
                 )));
         }
-        if !self.flush() {
+        if !self.flush().await {
             return;
         }
         tracing::info!(session = %self.id, "the session is back in step with its event log");
@@ -117,7 +118,8 @@ impl Actor {
             | Command::Permission { reply, .. } => {
                 let _ = reply.send(Err(unavailable()));
             }
-            Command::Cancel { reply } => {
+            Command::Cancel { queued, reply } => {
+                self.cancel_queued(queued);
                 let _ = reply.send(());
             }
             Command::SetMode { mode } => self.shared.lock().agent_mode = mode,

@@ -14,9 +14,10 @@ use futures_util::FutureExt;
 use nix::sys::signal::Signal;
 use tokio::time::{sleep_until, Instant};
 
-use super::actor::{Actor, Queued};
+use super::actor::Actor;
 use super::info::SessionStatus;
 use super::message::UserMessage;
+use super::queue::Queued;
 use super::SessionError;
 use crate::agent::{procfs, AgentProcess, ExitInfo, OutputStream, ProcessEvent, TurnLaunch};
 use crate::codebuff::{CodebuffConverter, Stream, TurnOutcome};
@@ -247,7 +248,7 @@ impl Actor {
                     code: Some("budget_exhausted".to_owned()),
                     details: None,
                 })));
-            self.flush();
+            self.flush().await;
             if let Some(tx) = queued.started {
                 let _ = tx.send(Err(refused));
             }
@@ -262,13 +263,13 @@ impl Actor {
             }
         }
         self.reject_stale_questions();
-        self.flush();
+        self.flush().await;
         // The last appended event, which a store may not show readers yet (it shows events
         // once committed): the turn's stream starts right after it either way.
         let first = self.shared.lock().event_count + 1;
         self.converter
             .begin_turn_with(queued.message.content(), &mut self.drafts);
-        if !self.flush() {
+        if !self.flush().await {
             // Not even the turn's start could be recorded: no agent runs; the run loop waits
             // for the log and records the turn as failed.
             if let Some(tx) = queued.started {
@@ -290,8 +291,11 @@ impl Actor {
                     pgid: pid,
                     start_ticks: procfs::start_ticks(pid).unwrap_or(0),
                 }));
-                // The agent's pid must be on disk before a crash could orphan it.
-                if let Err(error) = self.ctx.store.flush() {
+                // The agent's pid must be on disk before a crash could orphan it (waited for
+                // off the runtime's threads).
+                let store = self.ctx.store.clone();
+                let flushed = tokio::task::spawn_blocking(move || store.flush()).await;
+                if let Ok(Err(error)) = flushed {
                     tracing::error!(session = %self.id, %error, "saving the running agent failed");
                 }
                 let (stop, exit) = self.supervise(process, &mut driver).await;
@@ -348,9 +352,9 @@ impl Actor {
                     details: None,
                 })));
         }
-        self.flush();
+        self.flush().await;
         match stop {
-            Some(StopReason::Terminated) => self.end_session_terminated(),
+            Some(StopReason::Terminated) => self.end_session_terminated().await,
             Some(StopReason::Shutdown) => self.exit = true,
             _ => {}
         }
@@ -462,7 +466,7 @@ impl Actor {
                         event = process.next_event().now_or_never().flatten();
                     }
                     self.wait_for_room().await;
-                    self.flush();
+                    self.flush().await;
                     last_output = Instant::now();
                     if self.converter.run_finished() && !finish_armed {
                         // Nothing more can be asked of the agent: its stdin closes (a wrapper
@@ -498,7 +502,7 @@ impl Actor {
                         limits.permission_timeout.as_secs_f64()
                     );
                     for id in expired {
-                        let _ = self.resolve_permission(&mut process, &id, PermissionReply::Reject, DecidedBy::Timeout, Some(&why));
+                        let _ = self.resolve_permission(&mut process, &id, PermissionReply::Reject, DecidedBy::Timeout, Some(&why)).await;
                     }
                     self.arm_permission_deadlines(&mut permission_deadlines, permission_timer.as_mut(), far);
                     self.show_progress();

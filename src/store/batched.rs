@@ -20,8 +20,8 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 
 use super::tail::SessionLog;
-use super::writer::{BatchWriter, Op, Writer};
-use super::{EventStore, SessionRecord, StoreError, StoredEvent};
+use super::writer::{BatchWriter, EventsReply, Op, Writer};
+use super::{Appended, Durable, EventStore, SessionRecord, StoreError, StoredEvent};
 use crate::sync::RwLockExt;
 use crate::universal::EventDraft;
 
@@ -116,6 +116,97 @@ impl BatchedStore {
             })
             .clone()
     }
+
+    /// Appends; a batch that must be durable before it is visible waits for its commit here
+    /// (`defer` false), or hands the wait to the caller (`defer` true).
+    fn append_with(
+        &self,
+        session_id: &str,
+        drafts: &mut Vec<EventDraft>,
+        time: Arc<str>,
+        native_session_id: Option<&str>,
+        defer: bool,
+    ) -> Result<Appended, StoreError> {
+        let log = self.log(session_id)?;
+        let _appending = log.appending();
+        // The epoch first: a failure after it refuses these events (their sequences are
+        // reused); a failure before it is seen by `check`.
+        let epoch = self.writer.epoch();
+        self.writer.check()?;
+        if log.rewind_unless(epoch) {
+            // The appender must learn that what it appended last is not in the log.
+            return Err(StoreError::Unavailable(
+                "the event log failed and lost this session's latest events".into(),
+            ));
+        }
+        let first = log.tail().last() + 1;
+        if drafts.is_empty() {
+            return Ok(Appended {
+                last: first - 1,
+                durable: None,
+            });
+        }
+        self.writer.reserve(drafts.len())?;
+        let events =
+            StoredEvent::stamp_all(drafts, first, &time, &log.session_id, native_session_id);
+        let last = first + events.len() as u64 - 1;
+        let must_commit = events.iter().any(|e| e.ends_something());
+        let closes = events.iter().any(|e| e.ends_session());
+        log.tail().push(&events, closes);
+        if must_commit && defer {
+            let (done, committed) = tokio::sync::oneshot::channel();
+            self.writer.send(Op::Events {
+                log: log.clone(),
+                events,
+                done: Some(EventsReply::Notify(done)),
+                epoch,
+            })?;
+            self.writer.hurry();
+            let log = log.clone();
+            let durable = Durable::new(async move {
+                committed
+                    .await
+                    .map_err(|_| StoreError::Backend("the store's writer has stopped".into()))??;
+                // Everything is committed now: trim here, not on the writer thread.
+                log.tail().trim();
+                log.show_up_to(last);
+                Ok(())
+            });
+            return Ok(Appended {
+                last,
+                durable: Some(durable),
+            });
+        }
+        if must_commit {
+            self.writer.call(|done| Op::Events {
+                log: log.clone(),
+                events,
+                done: Some(EventsReply::Wait(done)),
+                epoch,
+            })?;
+            // Everything is committed now: trim here, not on the writer thread.
+            log.tail().trim();
+        } else {
+            self.writer.send(Op::Events {
+                log: log.clone(),
+                events,
+                done: None,
+                epoch,
+            })?;
+            if self.options.visible_after_commit {
+                // The writer shows them once committed.
+                return Ok(Appended {
+                    last,
+                    durable: None,
+                });
+            }
+        }
+        log.show_up_to(last);
+        Ok(Appended {
+            last,
+            durable: None,
+        })
+    }
 }
 
 impl EventStore for BatchedStore {
@@ -181,52 +272,18 @@ impl EventStore for BatchedStore {
         time: Arc<str>,
         native_session_id: Option<&str>,
     ) -> Result<u64, StoreError> {
-        let log = self.log(session_id)?;
-        let _appending = log.appending();
-        // The epoch first: a failure after it refuses these events (their sequences are
-        // reused); a failure before it is seen by `check`.
-        let epoch = self.writer.epoch();
-        self.writer.check()?;
-        if log.rewind_unless(epoch) {
-            // The appender must learn that what it appended last is not in the log.
-            return Err(StoreError::Unavailable(
-                "the event log failed and lost this session's latest events".into(),
-            ));
-        }
-        let first = log.tail().last() + 1;
-        if drafts.is_empty() {
-            return Ok(first - 1);
-        }
-        self.writer.reserve(drafts.len())?;
-        let events =
-            StoredEvent::stamp_all(drafts, first, &time, &log.session_id, native_session_id);
-        let last = first + events.len() as u64 - 1;
-        let must_commit = events.iter().any(|e| e.ends_something());
-        let closes = events.iter().any(|e| e.ends_session());
-        log.tail().push(&events, closes);
-        if must_commit {
-            self.writer.call(|done| Op::Events {
-                log: log.clone(),
-                events,
-                done: Some(done),
-                epoch,
-            })?;
-            // Everything is committed now: trim here, not on the writer thread.
-            log.tail().trim();
-        } else {
-            self.writer.send(Op::Events {
-                log: log.clone(),
-                events,
-                done: None,
-                epoch,
-            })?;
-            if self.options.visible_after_commit {
-                // The writer shows them once committed.
-                return Ok(last);
-            }
-        }
-        log.show_up_to(last);
-        Ok(last)
+        self.append_with(session_id, drafts, time, native_session_id, false)
+            .map(|appended| appended.last)
+    }
+
+    fn append_deferred(
+        &self,
+        session_id: &str,
+        drafts: &mut Vec<EventDraft>,
+        time: Arc<str>,
+        native_session_id: Option<&str>,
+    ) -> Result<Appended, StoreError> {
+        self.append_with(session_id, drafts, time, native_session_id, true)
     }
 
     fn read(
@@ -327,6 +384,17 @@ macro_rules! delegate_event_store {
                 native_session_id: Option<&str>,
             ) -> Result<u64, $crate::store::StoreError> {
                 self.0.append(session_id, drafts, time, native_session_id)
+            }
+
+            fn append_deferred(
+                &self,
+                session_id: &str,
+                drafts: &mut Vec<$crate::universal::EventDraft>,
+                time: std::sync::Arc<str>,
+                native_session_id: Option<&str>,
+            ) -> Result<$crate::store::Appended, $crate::store::StoreError> {
+                self.0
+                    .append_deferred(session_id, drafts, time, native_session_id)
             }
 
             fn read(

@@ -149,6 +149,24 @@ pub trait EventStore: Send + Sync + 'static {
         native_session_id: Option<&str>,
     ) -> Result<u64, StoreError>;
 
+    /// [`EventStore::append`] for an appender on an async runtime: never waits for the disk.
+    /// When the batch must be durable before it is visible (it holds `turn.ended` or
+    /// `session.ended`), the answer carries a [`Durable`] to await instead; until it resolves
+    /// readers do not see the batch. Stores that never wait (memory) need not override it.
+    fn append_deferred(
+        &self,
+        session_id: &str,
+        drafts: &mut Vec<EventDraft>,
+        time: Arc<str>,
+        native_session_id: Option<&str>,
+    ) -> Result<Appended, StoreError> {
+        let last = self.append(session_id, drafts, time, native_session_id)?;
+        Ok(Appended {
+            last,
+            durable: None,
+        })
+    }
+
     /// Up to `limit` events with `sequence > after`, in order.
     fn read(
         &self,
@@ -175,6 +193,33 @@ pub trait EventStore: Send + Sync + 'static {
     /// are refused with [`StoreError::Unavailable`] until it writes again, by itself).
     fn health(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
         None
+    }
+}
+
+/// What [`EventStore::append_deferred`] did: the last sequence appended, and the commit still
+/// to await when the batch must be durable before anyone sees it.
+pub struct Appended {
+    pub last: u64,
+    pub durable: Option<Durable>,
+}
+
+/// The commit of an appended batch, awaited by its appender (without parking a thread); the
+/// batch becomes visible to readers when it resolves.
+pub struct Durable(
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send>>,
+);
+
+impl Durable {
+    /// A commit that `wait` awaits.
+    pub(crate) fn new(
+        wait: impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static,
+    ) -> Durable {
+        Durable(Box::pin(wait))
+    }
+
+    /// Waits for the commit; an error means the batch is not in the log.
+    pub async fn wait(self) -> Result<(), StoreError> {
+        self.0.await
     }
 }
 

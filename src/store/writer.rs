@@ -75,6 +75,26 @@ pub(crate) trait BatchWriter: Send + 'static {
 /// Where the result of an operation is sent once its batch is committed.
 pub(crate) type Reply<T> = SyncSender<Result<T, StoreError>>;
 
+/// Who learns that a batch of events is committed: a thread waiting on it, or a task that
+/// awaits it (an appender on an async runtime, which must not park its thread).
+pub(crate) enum EventsReply {
+    Wait(Reply<()>),
+    Notify(tokio::sync::oneshot::Sender<Result<(), StoreError>>),
+}
+
+impl EventsReply {
+    fn send(self, result: Result<(), StoreError>) {
+        match self {
+            EventsReply::Wait(done) => {
+                let _ = done.send(result);
+            }
+            EventsReply::Notify(done) => {
+                let _ = done.send(result);
+            }
+        }
+    }
+}
+
 /// What the store asks of the writer thread.
 pub(crate) enum Op {
     Create {
@@ -87,7 +107,7 @@ pub(crate) enum Op {
     Events {
         log: Arc<SessionLog>,
         events: Vec<Arc<StoredEvent>>,
-        done: Option<Reply<()>>,
+        done: Option<EventsReply>,
         /// The store's epoch when the events were stamped: events of an older epoch were
         /// stamped before a failure freed their sequences, and are refused.
         epoch: u64,
@@ -141,7 +161,7 @@ impl Op {
             Op::Put { .. } => {}
             Op::Events { done, .. } => {
                 if let Some(done) = done {
-                    let _ = done.send(outcome.map(|_| ()).map_err(error));
+                    done.send(outcome.map(|_| ()).map_err(error));
                 }
             }
             Op::Flush { done } => {
@@ -308,6 +328,13 @@ impl Writer {
         } else {
             self.shared.release(events);
             Err(StoreError::Backend("the store's writer has stopped".into()))
+        }
+    }
+
+    /// Cuts short the writer's gathering pause: somebody waits for the next commit.
+    pub fn hurry(&self) {
+        if let Some(thread) = &self.thread {
+            thread.thread().unpark();
         }
     }
 

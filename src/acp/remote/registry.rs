@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 
 use super::record::{server_dirs, ServerRecord};
 use super::server::Server;
-use crate::agent::AgentKind;
+use crate::session::AgentKind;
 use crate::session::SessionManager;
 use crate::sync::RwLockExt;
 

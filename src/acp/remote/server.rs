@@ -30,7 +30,7 @@ use tokio::sync::oneshot;
 use super::envelopes::EnvelopeLog;
 use super::record::{ServerRecord, LOG_FILE};
 use crate::acp::{self, AcpOptions, Outbox};
-use crate::agent::AgentKind;
+use crate::session::AgentKind;
 use crate::session::SessionManager;
 use crate::sync::LockExt;
 
