@@ -204,6 +204,9 @@ pub struct ServerArgs {
     /// days old; checked in the background [default: keep them; env CODEBUFFD_RETENTION_DAYS].
     #[arg(long, value_name = "DAYS")]
     pub retention_days: Option<f64>,
+    /// Webhooks and metrics (`config/webhooks.rs`).
+    #[command(flatten)]
+    pub webhooks: crate::config::WebhookArgs,
     /// A TOML file with any of the settings above, keyed by the flags' names with `_`
     /// (`turn_timeout = 600`); read before the user's `~/.config/codebuffd/config.toml`
     /// [env CODEBUFFD_CONFIG].

@@ -1030,7 +1030,12 @@ fn a_version_1_sqlite_database_is_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
+    // Version 5 added the webhook outbox.
+    let outbox: i64 = conn
+        .query_row("SELECT count(*) FROM webhook_outbox", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(outbox, 0);
 }
 
 #[test]
@@ -1083,7 +1088,7 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     let rows: Vec<(i64, String, String, Option<String>)> = conn
         .prepare("SELECT sequence, type, event, raw FROM events WHERE session_id = 'old' ORDER BY sequence")
         .unwrap()
@@ -1205,7 +1210,7 @@ fn a_version_1_postgres_database_is_upgraded() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
-    assert_eq!(versions, vec![1, 3]);
+    assert_eq!(versions, vec![1, 4]);
 }
 
 #[test]

@@ -38,6 +38,8 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
                 question_timeout: config.ws_question_timeout,
             },
             data_dir: Some(config.data_dir.clone()),
+            webhooks: Some(engine.webhooks.clone()),
+            metrics_no_auth: config.metrics_no_auth,
             acp: config.acp,
         },
     );

@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod layers;
+mod webhooks;
 
 use std::collections::BTreeMap;
 
 pub use layers::{user_config_file, ConfigError, Deprecated, Layers, Source};
+pub use webhooks::WebhookArgs;
 
 use crate::cli::ServerArgs;
 
@@ -62,6 +64,10 @@ pub struct DaemonConfig {
     pub ws_max_frame_bytes: usize,
     /// `/v1/ws`: how long a question its client is not shown waits before it is declined.
     pub ws_question_timeout: Duration,
+    /// Webhooks (`config/webhooks.rs`).
+    pub webhooks: crate::webhooks::WebhookSettings,
+    /// `GET /metrics` without the token.
+    pub metrics_no_auth: bool,
     /// Where each setting came from (`codebuffd config show`).
     pub sources: BTreeMap<&'static str, Source>,
     /// Deprecated settings that were read, to log once logging is up.
@@ -88,6 +94,7 @@ impl DaemonConfig {
             max_session_credits: self.max_session_credits,
             retention: self.retention,
             workdir: self.workdir.clone(),
+            webhooks: self.webhooks.clone(),
         }
     }
 }
@@ -132,7 +139,12 @@ pub const CLIENT_KEYS: &[&str] = &["url", "agent", "mode", "model", "color", "ti
 
 /// Every key a config file may hold: the server's and the terminal client's.
 pub fn known_keys() -> Vec<&'static str> {
-    SERVER_KEYS.iter().chain(CLIENT_KEYS).copied().collect()
+    SERVER_KEYS
+        .iter()
+        .chain(webhooks::KEYS)
+        .chain(CLIENT_KEYS)
+        .copied()
+        .collect()
 }
 
 /// File keys renamed to their flag's name (read with a warning).
@@ -307,7 +319,11 @@ impl DaemonConfig {
                 .unwrap_or(crate::ws::DEFAULT_QUESTION_TIMEOUT_SECS),
         )?
         .unwrap_or(Duration::from_secs(60));
+        let webhooks = webhooks::resolve(&mut l, &args.webhooks)?;
+        let metrics_no_auth = webhooks::metrics_no_auth(&mut l, &args.webhooks)?;
         Ok(DaemonConfig {
+            webhooks,
+            metrics_no_auth,
             ws_heartbeat_timeout,
             ws_default_agent,
             ws_max_frame_bytes,

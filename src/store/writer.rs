@@ -20,6 +20,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::outbox::{now_ms, NewOutboxRow, OutboxRoutes};
 use super::tail::SessionLog;
 use super::{SessionRecord, StoreError, StoredEvent};
 
@@ -57,6 +58,8 @@ pub(crate) enum Write<'a> {
     },
     /// Remove a session's record and events; its flag says whether there was one.
     Delete(&'a str),
+    /// Insert outbox rows about events of the same batch (`store/outbox.rs`); always last.
+    Outbox(&'a [NewOutboxRow]),
 }
 
 /// The database side of the writer thread.
@@ -247,6 +250,7 @@ impl Writer {
         name: &str,
         backend: Box<dyn BatchWriter>,
         max_pending: usize,
+        routes: Arc<OutboxRoutes>,
     ) -> Result<Self, StoreError> {
         let shared = Arc::new(Shared {
             pending: Mutex::new(0),
@@ -265,7 +269,7 @@ impl Writer {
                 let shared = shared.clone();
                 move || {
                     let stopped = Stopped(shared);
-                    run(backend, rx, &stopped.0);
+                    run(backend, rx, &stopped.0, &routes);
                 }
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store's writer: {e}")))?;
@@ -387,7 +391,12 @@ fn failed(why: &str) -> StoreError {
 /// The writer thread: take everything queued (up to a cap, waiting up to [`GROUP_COMMIT`]
 /// after the last commit for more unless somebody waits), commit it, report, repeat; when a
 /// batch cannot be committed, serve degraded until the database takes writes again.
-fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
+fn run(
+    mut backend: Box<dyn BatchWriter>,
+    rx: Receiver<Op>,
+    shared: &Shared,
+    routes: &OutboxRoutes,
+) {
     let mut last_commit = Instant::now() - GROUP_COMMIT;
     // Logs whose tail was far over its bound at a commit: trimmed once nothing is queued.
     let mut overfull: Vec<Arc<SessionLog>> = Vec::new();
@@ -420,8 +429,19 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
             &mut HashMap::new(),
             "the event log failed before these events were written",
         );
-        match commit_with_retries(backend.as_mut(), &ops) {
-            Ok(flags) => committed(ops, flags, &mut overfull),
+        let outbox = outbox_rows(routes, &ops);
+        let started = Instant::now();
+        let result = commit_with_retries(backend.as_mut(), &ops, &outbox);
+        crate::metrics::metrics()
+            .store_commit_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(flags) => {
+                if !outbox.is_empty() {
+                    routes.notify();
+                }
+                committed(ops, flags, &mut overfull)
+            }
             Err(error) => {
                 shared.degrade(&error.to_string());
                 let mut deferred = HashMap::new();
@@ -546,8 +566,32 @@ fn next_op(rx: &Receiver<Op>, overfull: &mut Vec<Arc<SessionLog>>) -> Option<Op>
     }
 }
 
-fn commit_with_retries(backend: &mut dyn BatchWriter, ops: &[Op]) -> Result<Vec<bool>, StoreError> {
-    let writes: Vec<Write<'_>> = ops.iter().filter_map(Op::write).collect();
+/// The outbox rows the routes want for a batch's events (none, at the cost of an atomic
+/// load, while nobody subscribes).
+fn outbox_rows(routes: &OutboxRoutes, ops: &[Op]) -> Vec<NewOutboxRow> {
+    let mut rows = Vec::new();
+    if !routes.active() {
+        return rows;
+    }
+    let mut now = None;
+    for op in ops {
+        if let Op::Events { log, events, .. } = op {
+            let now = *now.get_or_insert_with(now_ms);
+            routes.rows_for(&log.session_id, events, now, &mut rows);
+        }
+    }
+    rows
+}
+
+fn commit_with_retries(
+    backend: &mut dyn BatchWriter,
+    ops: &[Op],
+    outbox: &[NewOutboxRow],
+) -> Result<Vec<bool>, StoreError> {
+    let mut writes: Vec<Write<'_>> = ops.iter().filter_map(Op::write).collect();
+    if !outbox.is_empty() {
+        writes.push(Write::Outbox(outbox));
+    }
     if writes.is_empty() {
         return Ok(Vec::new());
     }

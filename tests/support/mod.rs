@@ -10,5 +10,6 @@ pub mod events;
 pub mod fake_backend;
 pub mod invariants;
 pub mod procs;
+pub mod receiver;
 pub mod sse;
 pub mod ws;
