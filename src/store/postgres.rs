@@ -13,7 +13,6 @@
 //! thread ([`super::writer`]) and a small pool of reader threads that callers hand their
 //! queries to. Connections are plain TCP (no TLS): use a loopback or private network.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -27,6 +26,7 @@ use super::postgres_outbox::{self, PgOutbox};
 use super::row::{decode_settings, running_process, to_u64, EventRow, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
+use crate::sync::LockExt;
 
 /// The schema version this build writes (table `codebuffd_schema`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 dropped `sessions.next_item` (written, never read), 4 added the webhook

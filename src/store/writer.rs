@@ -12,7 +12,6 @@
 //! probe commits, the store is healthy again. [`Writer::health`] says which it is. Only a
 //! writer thread that died (a panic) fails the store for good.
 
-use crate::sync::{unpoisoned, LockExt};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
@@ -23,6 +22,7 @@ use std::time::{Duration, Instant};
 use super::outbox::{now_ms, NewOutboxRow, OutboxRoutes};
 use super::tail::SessionLog;
 use super::{SessionRecord, StoreError, StoredEvent};
+use crate::sync::{unpoisoned, LockExt};
 
 /// The most operations one transaction takes.
 const MAX_BATCH_OPS: usize = 1024;

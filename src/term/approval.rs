@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::render::Style;
+use super::format::Style;
 use crate::universal::unified_diff;
 
 /// Diff lines shown at most; the rest is counted.

@@ -8,10 +8,11 @@ use std::io::{IsTerminal, Read, Write};
 
 use super::args::{ExecArgs, OutputArgs};
 use super::error::ClientError;
+use super::format::Style;
 use super::new_session::{create_request, warn_if_unguarded};
 use super::paint::Paint;
 use super::prompts::{AnswerBook, Asker};
-use super::render::{Renderer, Style};
+use super::render::Renderer;
 use super::runner::{fail, resolve, run_with_client};
 use super::transport::Transport;
 use super::turn::{self, Followed, Interrupts, TurnIo};

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::ClientError;
 use super::format::one_line;
-use super::render::Style;
+use super::format::Style;
 use super::settings::Settings;
 use super::view::View;
 use crate::session::CreateRequest;

@@ -7,12 +7,12 @@
 
 use super::args::OutputArgs;
 use super::error::{exit, ClientError};
-use super::format::{cost_text, one_line};
+use super::format::{cost_text, one_line, Style};
 use super::line_editor::{LineEditor, Read};
 use super::new_session::{create_request, directory, permission_mode, warn_if_unguarded};
 use super::paint::Paint;
 use super::prompts::Asker;
-use super::render::{Renderer, Style};
+use super::render::Renderer;
 use super::resume::{last_session, where_it_works};
 use super::settings::Settings;
 use super::transport::Transport;

@@ -9,7 +9,6 @@
 //! it survives a power loss together with everything committed before it; ordinary event
 //! batches do not pay an fsync each.
 
-use crate::sync::LockExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,6 +27,7 @@ use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreRead
 use super::row::{decode_settings, running_process, to_i64, to_u64, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{SessionRecord, StoreError, StoredEvent};
+use crate::sync::LockExt;
 
 /// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event),
