@@ -1,6 +1,8 @@
 //! The terminal client in a real terminal: `tmux` runs it in a pane, the test types keys and
 //! reads the screen. Questions asked inline, approvals, the spinner, Ctrl-C during a turn and
-//! the REPL. Skipped, with a notice, where tmux is not installed (`.ci/run` installs it).
+//! the REPL. Each test is `#[ignore]`d, so a run without tmux counts them as ignored: `.ci/run`
+//! installs tmux and runs them with `--ignored` (`cargo test --test term_tty -- --ignored`);
+//! asked to run without tmux, they fail.
 
 mod support;
 
@@ -13,15 +15,16 @@ use support::daemon::{binary, cmdline, session_members, TempDir};
 /// How long the screen may take to show something (the machine is shared and loaded).
 const WAIT: Duration = Duration::from_secs(60);
 
-fn have_tmux() -> bool {
+/// Fails the test when tmux is missing (the tests are ignored unless asked for).
+fn require_tmux() {
     let found = Command::new("tmux")
         .arg("-V")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("NOTICE: tmux is not installed: the terminal tests are skipped");
-    }
-    found
+    assert!(
+        found,
+        "tmux is not installed: these tests need it (`apt-get install tmux`)"
+    );
 }
 
 /// What a pane runs: codebuffd with `first` (quietly, when not empty), then with `args`, its
@@ -283,10 +286,9 @@ fn exists(dir: &Path, name: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn a_question_is_asked_inline_with_numbered_options() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start(&["exec", "--agent", "mock", "ask"]);
     let screen = pane.wait_for("(a number, or your own answer; empty to skip)");
     assert!(
@@ -324,10 +326,9 @@ fn a_question_is_asked_inline_with_numbered_options() {
 /// given): a write is shown as its diff against the file as it is, a command whole, each
 /// answered on one line.
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn a_terminal_asks_before_edits_and_commands_showing_the_diff() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::launch(&Spec {
         args: &["exec", "--agent", "mock", "gated"],
         files: &[("gated.txt", "old line\n")],
@@ -361,10 +362,9 @@ fn a_terminal_asks_before_edits_and_commands_showing_the_diff() {
 
 /// `--yolo` is `bypass`, and says so plainly before the turn: nothing is asked.
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn yolo_runs_without_asking_and_says_so() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start(&["exec", "--agent", "mock", "--yolo", "gated"]);
     let screen = pane.wait_for("EXIT=");
     assert!(screen.contains("EXIT=0"), "{screen}");
@@ -379,10 +379,9 @@ fn yolo_runs_without_asking_and_says_so() {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn ctrl_c_cancels_a_hanging_turn_and_exits_130() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start(&["exec", "--agent", "mock", "hang"]);
     // The spinner says what is happening while nothing streams.
     pane.wait_for("thinking");
@@ -399,10 +398,9 @@ fn ctrl_c_cancels_a_hanging_turn_and_exits_130() {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn the_repl_runs_turns_and_commands_on_one_session() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     // `codebuffd` alone on a terminal is the REPL; the agent from the environment.
     let pane = Pane::start_with_env(&[], &[("CODEBUFFD_AGENT", "mock")]);
     pane.wait_for("/help for commands");
@@ -442,10 +440,9 @@ fn the_repl_runs_turns_and_commands_on_one_session() {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn resume_without_a_prompt_opens_the_repl_on_the_session() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start_after(
         &["exec", "--agent", "mock", "echo first"],
         &["resume", "--last"],
@@ -469,10 +466,9 @@ fn resume_without_a_prompt_opens_the_repl_on_the_session() {
 /// (the current one marked), `/resume <id>` and `/cost` of the session resumed; the modes are
 /// what the sessions record.
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn the_repl_moves_between_sessions_and_modes() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start_with_env(&[], &[("CODEBUFFD_AGENT", "mock")]);
     pane.wait_for("/help for commands");
     pane.type_line("/help");
@@ -554,10 +550,9 @@ fn the_repl_moves_between_sessions_and_modes() {
 /// screen) in its answer are shown as visible escapes — in the live view, and on stdout when
 /// stdout is the terminal — and the pane's title stays as it was.
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn control_sequences_from_the_agent_never_reach_the_terminal() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let evil = "echo title \x1b]2;pwned-title\x07 cleared \x1b[2J end";
     let shown = "title \\e]2;pwned-title\\a cleared \\e[2J end";
     // stderr and stdout are the terminal: the answer streams on stderr.
@@ -583,10 +578,9 @@ fn control_sequences_from_the_agent_never_reach_the_terminal() {
 /// first turn that the codebuff agent has no key, where to get one, and how to try the mock;
 /// `/agent mock` switches, and the next line runs on the mock.
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn the_repl_warns_without_a_key_and_switches_to_the_mock() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::launch(&Spec {
         args: &["chat"],
         width: 80,

@@ -69,7 +69,9 @@ pub(crate) trait BatchWriter: Send + 'static {
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError>;
 
     /// Checks that the database takes writes again (a degraded store calls it until it
-    /// succeeds): by default an empty transaction.
+    /// succeeds, before it writes anything else): by default an empty transaction; a store
+    /// whose empty transaction writes nothing (SQLite) writes real data, so that a disk still
+    /// full keeps the store degraded.
     fn probe(&mut self) -> Result<(), StoreError> {
         self.commit(&[]).map(|_| ())
     }
@@ -527,13 +529,16 @@ fn degraded(
                 shared.release(events);
             }
             Err(RecvTimeoutError::Timeout) => {
+                // Healthy again only once a write of real data commits (the probe), then the
+                // kept records.
                 let records: Vec<&SessionRecord> = deferred.values().collect();
-                let result = if records.is_empty() {
-                    backend.probe()
-                } else {
+                let result = backend.probe().and_then(|()| {
+                    if records.is_empty() {
+                        return Ok(());
+                    }
                     let writes: Vec<Write<'_>> = records.iter().map(|r| Write::Put(r)).collect();
                     backend.commit(&writes).map(|_| ())
-                };
+                });
                 match result {
                     Ok(()) => {
                         shared.recover();

@@ -12,4 +12,5 @@ pub mod invariants;
 pub mod procs;
 pub mod receiver;
 pub mod sse;
+pub mod store;
 pub mod ws;

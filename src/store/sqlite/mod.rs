@@ -334,7 +334,34 @@ impl SqliteWriter {
     }
 }
 
+/// What a degraded store's probe writes: about a batch of events. An empty transaction writes
+/// nothing, so it succeeded on a disk still full, and the store said it was healthy while no
+/// event could be written.
+const PROBE_BYTES: usize = 256 * 1024;
+
 impl BatchWriter for SqliteWriter {
+    /// Commits [`PROBE_BYTES`] of real pages (a chunk of no session: the empty session id, an
+    /// empty JSON array padded with spaces, invisible to every reader), then removes it.
+    fn probe(&mut self) -> Result<(), StoreError> {
+        let padding = format!("[{}]", " ".repeat(PROBE_BYTES));
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO event_chunks \
+                 (session_id, last_sequence, first_sequence, events, raws) \
+                 VALUES ('', 0, 0, ?1, NULL)",
+                [padding],
+            )
+            .map_err(sql_error)?;
+        // The space is given back; a failure here only leaves the chunk for the next probe.
+        if let Err(error) = self
+            .conn
+            .execute("DELETE FROM event_chunks WHERE session_id = ''", [])
+        {
+            tracing::debug!(%error, "removing the probe's chunk failed");
+        }
+        Ok(())
+    }
+
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
         self.set_sync(batch)?;
         let tx = self
