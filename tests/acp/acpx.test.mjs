@@ -62,3 +62,17 @@ test('acpx exec with the codebuff agent against the fake backend', async (t) => 
   assert.equal(run.code, 0, run.stderr)
   assert.equal(run.stdout.trim(), 'Hello from the fake model.')
 })
+
+test('acpx exec without a key shows where to get one and the mock', async (t) => {
+  const data = tempDir(t, 'data')
+  const work = tempDir(t, 'work')
+  const run = await acpx(
+    t,
+    ['--agent', `${BIN} acp --data-dir ${data}`, '--format', 'quiet', '--cwd', work, 'exec', 'Say hello.'],
+    { CODEBUFF_API_KEY: '' },
+  )
+  assert.notEqual(run.code, 0)
+  const said = run.stdout + run.stderr
+  assert.match(said, /https:\/\/www\.codebuff\.com\/api-keys/)
+  assert.match(said, /--agent mock/)
+})

@@ -147,9 +147,15 @@ test('codebuff: a 402 fails the prompt with out_of_credits, a 500 with backend_e
 test('codebuff: without any key, session/new asks for authentication', async (t) => {
   const backend = await fakeBackend(t, 'text')
   const agent = await codebuffAgent(t, backend, { env: { CODEBUFF_API_KEY: '' } })
+  // The message itself says where to get a key and names the mock (clients such as acpx show
+  // only the message), as the terminal and HTTP do.
   await assert.rejects(
     agent.request(acp.methods.agent.authenticate, { methodId: 'codebuff-api-key' }),
-    (e) => e.code === -32000,
+    (e) =>
+      e.code === -32000 &&
+      e.message.startsWith('Authentication required: no Codebuff credential') &&
+      e.message.includes('https://www.codebuff.com/api-keys') &&
+      e.message.includes('--agent mock'),
   )
   await assert.rejects(
     agent.request(acp.methods.agent.session.new, { cwd: tempDir(t, 'work'), mcpServers: [] }),
