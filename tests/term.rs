@@ -285,6 +285,17 @@ fn control_sequences_from_the_agent_are_shown_never_obeyed() {
     let view = stdout(&o);
     assert!(!view.contains('\x1b'), "{view:?}");
     assert!(view.contains(&format!("› echo {visible}")), "{view:?}");
+    // The session's title is its first prompt: `show` and `list` show it, never obey it.
+    for args in [vec!["sessions", "show", &id], vec!["sessions", "list"]] {
+        let o = u.run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(!stdout(&o).contains('\x1b'), "{args:?}: {:?}", stdout(&o));
+        assert!(
+            stdout(&o).contains("echo pwn \\e]52;c;cHduZWQ=\\a"),
+            "{args:?}: {}",
+            stdout(&o)
+        );
+    }
     let o = u.run(&["sessions", "events", &id, "--json"]);
     assert!(!stdout(&o).contains('\x1b'), "{}", stdout(&o));
     assert!(

@@ -376,6 +376,14 @@ fn yolo_runs_without_asking_and_says_so() {
     );
     assert!(!screen.contains("approve?"), "{screen}");
     assert!(exists(&pane.work(), "gated-cmd.txt"));
+    // The spinner is gone once the turn ends: no frame of it, no activity of it left.
+    assert!(
+        !screen
+            .chars()
+            .any(|c| ('\u{2800}'..='\u{28ff}').contains(&c)),
+        "{screen}"
+    );
+    assert!(!screen.contains("thinking"), "{screen}");
 }
 
 #[test]
