@@ -13,6 +13,7 @@ use crate::data_lock::DataDirLock;
 use crate::session::{Limits, SessionContext, SessionManager};
 use crate::store::{open_store_with, redact_spec, StoreOptions};
 use crate::sync::LockExt;
+use crate::webhooks::Webhooks;
 
 /// How long shutdown waits for sessions to end their turns.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
@@ -38,11 +39,15 @@ pub struct EngineConfig {
     pub retention: Option<Duration>,
     /// The directory of sessions that do not name one; `None` = the working directory.
     pub workdir: Option<PathBuf>,
+    /// Webhooks (`webhooks/`): endpoints, secret, events, retries.
+    pub webhooks: crate::webhooks::WebhookSettings,
 }
 
 /// A running engine.
 pub struct Engine {
     pub manager: Arc<SessionManager>,
+    /// The webhook dispatcher and the deliveries' listing.
+    pub webhooks: Arc<Webhooks>,
     /// The open-files limit of the process (raised to its hard limit at start).
     pub open_files: u64,
     /// The retention sweep, when `--retention-days` is set.
@@ -88,6 +93,12 @@ impl Engine {
                     redact_spec(&config.store)
                 )
             })?;
+        // Before sessions are restored: what restoring records (turns ended `interrupted`)
+        // is delivered too.
+        let webhooks = Arc::new(
+            Webhooks::start(store.clone(), config.webhooks.clone(), &instance_id)
+                .map_err(anyhow::Error::msg)?,
+        );
         let adapter = AdapterSource::from_env(&config.data_dir);
         let launcher = Arc::new(Launcher::new(config.agent_command.clone(), adapter));
         tracing::info!(instance = %instance_id, "instance id");
@@ -102,6 +113,7 @@ impl Engine {
         ctx.agents.warm_start = config.warm_start;
         ctx.policy.default_permission_mode = config.permission_mode.clone();
         ctx.policy.default_max_credits = config.max_session_credits;
+        ctx.policy.webhooks = webhooks.policy().clone();
         if let Some(dir) = &config.workdir {
             ctx.policy.cwd = dir.canonicalize().with_context(|| {
                 format!("the working directory {} is not usable", dir.display())
@@ -132,6 +144,7 @@ impl Engine {
             .map(|keep| crate::session::retention::spawn(manager.clone(), keep));
         Ok(Engine {
             manager,
+            webhooks,
             open_files,
             retention,
             lock: std::sync::Mutex::new(lock),
@@ -158,6 +171,8 @@ impl Engine {
         if let Err(error) = self.manager.store().flush() {
             tracing::error!(%error, "the event store could not be flushed");
         }
+        // Last: the turns ended above are in the outbox, delivered now or at the next start.
+        self.webhooks.stop().await;
     }
 }
 

@@ -33,7 +33,7 @@ pub fn session_error(e: SessionError) -> Error {
             return Error::new(-32602, "Invalid params").data(json!({ "message": e.to_string() }))
         }
         SessionError::CredentialsMissing { places, get_one } => {
-            return Error::auth_required().data(json!({
+            return auth_required_because(&e).data(json!({
                 "code": "credentials_missing",
                 "message": e.to_string(),
                 "lookedIn": places,
@@ -58,6 +58,15 @@ pub fn session_error(e: SessionError) -> Error {
         SessionError::Store(_) => (-32603, "store_error"),
     };
     Error::new(code, e.to_string()).data(json!({ "code": kind }))
+}
+
+/// `-32000` "Authentication required", with the reason in the message itself: clients that
+/// show only the message (acpx) say what to do.
+pub fn auth_required_because(e: &SessionError) -> Error {
+    Error::new(
+        i32::from(agent_client_protocol::ErrorCode::AUTH_REQUIRED),
+        format!("Authentication required: {e}"),
+    )
 }
 
 /// The error a prompt whose turn did not complete answers with: the turn's `status`, `code`,

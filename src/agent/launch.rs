@@ -20,7 +20,6 @@
 //! [`AgentHost::spare_idle`] (`--warm-spare-idle`) is retired (killed); the next session
 //! created, or the next turn (which then starts cold), brings one back.
 
-use crate::sync::LockExt;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -37,6 +36,7 @@ use super::credentials;
 use super::environment::agent_env;
 use super::launcher::{AgentKind, Launcher};
 use super::process::{AgentProcess, SpawnError, SpawnSpec};
+use crate::sync::LockExt;
 
 /// What one turn asks of its agent.
 #[derive(Debug, Clone, Copy)]

@@ -196,7 +196,16 @@ impl SessionManager {
 
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        Ok(info_of(&*self.handle(id)?))
+        let mut info = info_of(&*self.handle(id)?);
+        // While the log cannot be written, what it holds: events stamped but refused (their
+        // sequences are given again later) are not counted. (Otherwise an event is counted
+        // from its append, a moment before its commit.)
+        if self.store_trouble().is_some() {
+            if let Ok(stored) = self.ctx.store.last_sequence(id) {
+                info.event_count = info.event_count.min(stored);
+            }
+        }
+        Ok(info)
     }
 
     /// Hands a command to the session's actor, waiting while its mailbox is full.

@@ -13,6 +13,7 @@ mod follow;
 mod info;
 mod manager;
 mod message;
+pub mod observe;
 mod queue;
 mod record;
 mod recover;

@@ -34,6 +34,7 @@ impl Actor {
         self.drafts.extend(
             summary.interrupted_turn("the daemon stopped during this turn and was restarted"),
         );
+        super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
         self.flush().await;
         self.persist(None);
     }
@@ -97,6 +98,7 @@ impl Actor {
                     },
                 )));
         }
+        super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
         if !self.flush().await {
             return;
         }

@@ -19,6 +19,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
 
+use super::outbox::{Outbox, OutboxRoutes};
 use super::tail::SessionLog;
 use super::writer::{BatchWriter, EventsReply, Op, Writer};
 use super::{Appended, Durable, EventStore, SessionRecord, StoreError, StoredEvent};
@@ -71,23 +72,42 @@ pub(crate) struct BatchedStore {
     reader: Box<dyn StoreReader>,
     logs: RwLock<HashMap<String, Arc<SessionLog>>>,
     options: StoreOptions,
+    /// The outbox the writer fills (with the events) and the dispatcher claims from.
+    outbox: Option<Box<dyn Outbox>>,
     // Last, so dropping the store commits what is queued after everything else is gone.
     writer: Writer,
 }
 
 impl BatchedStore {
     /// Starts the writer thread (named `thread_name`) and serves reads from `reader`.
+    #[cfg(test)]
     pub(crate) fn start(
         thread_name: &str,
         reader: Box<dyn StoreReader>,
         writer: Box<dyn BatchWriter>,
         options: StoreOptions,
     ) -> Result<Self, StoreError> {
+        Self::start_with_outbox(thread_name, reader, writer, None, options)
+    }
+
+    /// [`BatchedStore::start`] with an outbox: the writer adds its rows to the batches whose
+    /// events its routes want.
+    pub(crate) fn start_with_outbox(
+        thread_name: &str,
+        reader: Box<dyn StoreReader>,
+        writer: Box<dyn BatchWriter>,
+        outbox: Option<Box<dyn Outbox>>,
+        options: StoreOptions,
+    ) -> Result<Self, StoreError> {
+        let routes = outbox
+            .as_ref()
+            .map_or_else(|| Arc::new(OutboxRoutes::default()), |o| o.routes().clone());
         Ok(BatchedStore {
             reader,
             logs: RwLock::new(HashMap::new()),
-            writer: Writer::spawn(thread_name, writer, options.max_pending_events)?,
+            writer: Writer::spawn(thread_name, writer, options.max_pending_events, routes)?,
             options,
+            outbox,
         })
     }
 
@@ -342,6 +362,10 @@ impl EventStore for BatchedStore {
     fn health(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
         Some(self.writer.health())
     }
+
+    fn outbox(&self) -> Option<&dyn Outbox> {
+        self.outbox.as_deref()
+    }
 }
 
 /// Implements [`EventStore`] for a newtype around a [`BatchedStore`] by delegation.
@@ -425,6 +449,10 @@ macro_rules! delegate_event_store {
             fn health(&self) -> Option<tokio::sync::watch::Receiver<Option<std::sync::Arc<str>>>> {
                 self.0.health()
             }
+
+            fn outbox(&self) -> Option<&dyn $crate::store::outbox::Outbox> {
+                self.0.outbox()
+            }
         }
     };
 }
@@ -496,6 +524,7 @@ mod tests {
                         events.retain(|(id, _), _| id != session_id);
                         records.remove(*session_id).is_some()
                     }
+                    Write::Outbox(_) => true,
                 })
                 .collect())
         }

@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::watch;
 
+use super::memory_outbox::MemoryOutbox;
+use super::outbox::{now_ms, Outbox};
 use super::{EventStore, SessionRecord, StoreError, StoredEvent};
 use crate::sync::{LockExt, RwLockExt};
 use crate::universal::EventDraft;
@@ -22,6 +24,7 @@ struct Log {
 pub struct MemoryStore {
     logs: RwLock<HashMap<String, Arc<Log>>>,
     records: RwLock<HashMap<String, SessionRecord>>,
+    outbox: MemoryOutbox,
 }
 
 impl MemoryStore {
@@ -106,6 +109,11 @@ impl EventStore for MemoryStore {
         let first = log.events.read_unpoisoned().len() as u64 + 1;
         let stored =
             StoredEvent::stamp_all(drafts, first, &time, &log.session_id, native_session_id);
+        let mut rows = Vec::new();
+        self.outbox
+            .routes()
+            .rows_for(&log.session_id, &stored, now_ms(), &mut rows);
+        self.outbox.insert(rows);
         let last = {
             let mut events = log.events.write_unpoisoned();
             events.extend(stored);
@@ -134,6 +142,10 @@ impl EventStore for MemoryStore {
 
     fn subscribe(&self, session_id: &str) -> Result<watch::Receiver<u64>, StoreError> {
         Ok(self.log(session_id)?.last.subscribe())
+    }
+
+    fn outbox(&self) -> Option<&dyn Outbox> {
+        Some(&self.outbox)
     }
 }
 

@@ -7,7 +7,10 @@
 
 mod batched;
 mod memory;
+mod memory_outbox;
+pub mod outbox;
 mod postgres;
+mod postgres_outbox;
 mod row;
 mod sqlite;
 mod stored;
@@ -192,6 +195,12 @@ pub trait EventStore: Send + Sync + 'static {
     /// `None` while it writes, else why it cannot (it is then *degraded*: appends and creates
     /// are refused with [`StoreError::Unavailable`] until it writes again, by itself).
     fn health(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
+        None
+    }
+
+    /// The store's outbox (`store/outbox.rs`): rows written with the events they are about,
+    /// for the webhook dispatcher. `None` for a store that keeps none.
+    fn outbox(&self) -> Option<&dyn outbox::Outbox> {
         None
     }
 }

@@ -4,10 +4,10 @@
 //! recorded, saying so, or stops with a clear error when it recorded none.
 
 use super::error::ClientError;
+use super::format::Style;
 use super::local::{Local, StartError};
 use super::paint::Paint;
 use super::remote::Remote;
-use super::render::Style;
 use super::settings::Settings;
 use super::transport::Transport;
 

@@ -15,7 +15,9 @@ use super::transport::{Events, Transport};
 use crate::config::DaemonConfig;
 use crate::data_lock::{Holder, LockError};
 use crate::engine::Engine;
-use crate::session::{CreateRequest, LoggedEvent, PermissionReply, SessionInfo, SessionManager};
+use crate::session::{
+    AgentKind, CreateRequest, LoggedEvent, PermissionReply, SessionInfo, SessionManager,
+};
 
 /// Why the in-process engine did not start.
 pub enum StartError {
@@ -148,6 +150,13 @@ impl Transport for Local {
 
     async fn delete(&self, id: &str) -> Result<(), ClientError> {
         Ok(self.manager().delete(id).await?)
+    }
+
+    async fn has_credential(&self, agent: &str) -> Result<bool, ClientError> {
+        let kind = AgentKind::parse(agent).ok_or_else(|| {
+            ClientError::usage(format!("the agent `{agent}` is not `codebuff` or `mock`"))
+        })?;
+        Ok(self.manager().has_credential(kind))
     }
 
     async fn set_mode(&self, id: &str, mode: &str) -> Result<(), ClientError> {

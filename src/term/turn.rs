@@ -8,6 +8,7 @@
 //! wait for its end; a second one within 2 s gives up waiting.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -15,8 +16,9 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::error::{exit, ClientError};
 use super::format::closing_line;
+use super::format::Style;
 use super::prompts::{Asker, PermissionAnswer, QuestionReply};
-use super::render::{Piece, Renderer, Style};
+use super::render::{Piece, Renderer};
 use super::transport::{Events, Transport};
 use super::view::View;
 use crate::session::{TurnEnd, TurnTracker};
@@ -117,6 +119,7 @@ pub async fn run(
         in_turn: false,
         stopping: None,
         pieces: Vec::new(),
+        dir: None,
     };
     follower.follow(events, interrupts, started).await
 }
@@ -132,6 +135,8 @@ struct Follower<'a> {
     /// The client asked the engine to cancel the turn: when, and why.
     stopping: Option<(Instant, Stop)>,
     pieces: Vec<Piece>,
+    /// The session's directory, once a permission request needed it.
+    dir: Option<PathBuf>,
 }
 
 impl Follower<'_> {
@@ -224,7 +229,13 @@ impl Follower<'_> {
                 report(&mut *self.io.view, answered);
             }
             EventData::PermissionRequested(p) => {
-                match self.io.asker.permission(p, &mut *self.io.view).await? {
+                let dir = self.directory().await?;
+                match self
+                    .io
+                    .asker
+                    .permission(p, &mut *self.io.view, &dir)
+                    .await?
+                {
                     PermissionAnswer::Reply(reply) => {
                         let answered = self
                             .transport
@@ -238,6 +249,15 @@ impl Follower<'_> {
             _ => {}
         }
         Ok(self.tracker.take(&event.data).cloned())
+    }
+
+    /// The session's directory (asked once, at its first permission request).
+    async fn directory(&mut self) -> Result<PathBuf, ClientError> {
+        if self.dir.is_none() {
+            let info = self.transport.info(self.id).await?;
+            self.dir = Some(PathBuf::from(info.directory));
+        }
+        Ok(self.dir.clone().unwrap_or_default())
     }
 
     /// Ctrl-C at a question or an approval: the turn is cancelled.

@@ -9,7 +9,6 @@
 //! it survives a power loss together with everything committed before it; ordinary event
 //! batches do not pay an fsync each.
 
-use crate::sync::LockExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -18,19 +17,23 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 mod checkpoint;
 mod chunk;
+mod outbox;
 
 use checkpoint::Checkpointer;
 use chunk::{decode_chunk, encode_chunk, ChunkBuffers, Chunks};
+use outbox::SqliteOutbox;
 
 use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
 use super::row::{decode_settings, running_process, to_i64, to_u64, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{SessionRecord, StoreError, StoredEvent};
+use crate::sync::LockExt;
 
 /// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event),
-/// 4 dropped `sessions.next_item` (written, never read: ids go on after the log's last).
-const SCHEMA_VERSION: i64 = 4;
+/// 4 dropped `sessions.next_item` (written, never read: ids go on after the log's last), 5
+/// added the webhook outbox (`outbox.rs`).
+const SCHEMA_VERSION: i64 = 5;
 /// The page size of a new database.
 const PAGE_SIZE: u32 = 16 * 1024;
 /// Read connections kept open between reads.
@@ -123,7 +126,8 @@ impl SqliteStore {
             path: path.to_owned(),
             idle: Mutex::new(vec![open_reader(path)?]),
         };
-        let store = BatchedStore::start(
+        let outbox = SqliteOutbox::open(path)?;
+        let store = BatchedStore::start_with_outbox(
             "codebuffd-sqlite-writer",
             Box::new(reader),
             Box::new(SqliteWriter {
@@ -132,6 +136,7 @@ impl SqliteStore {
                 full_sync: true,
                 buffers: ChunkBuffers::default(),
             }),
+            Some(Box::new(outbox)),
             options,
         )?;
         Ok(SqliteStore(store))
@@ -145,7 +150,7 @@ fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
     ))
 }
 
-fn sql_error(e: rusqlite::Error) -> StoreError {
+pub(super) fn sql_error(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(format!("SQLite: {e}"))
 }
 
@@ -258,6 +263,11 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
         conn.execute_batch(MIGRATE_V4).map_err(|e| e.to_string())?;
         version = 4;
     }
+    if version == 4 {
+        conn.execute_batch(outbox::MIGRATE_V5)
+            .map_err(|e| e.to_string())?;
+        version = 5;
+    }
     if version != SCHEMA_VERSION {
         return Err(format!(
             "its schema version {version} is newer than this codebuffd supports ({SCHEMA_VERSION})"
@@ -268,7 +278,7 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
 }
 
 /// A connection to a database the writer opened (and so set up).
-fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(|e| open_error(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| open_error(path, e))?;
@@ -307,7 +317,8 @@ impl SqliteWriter {
     fn set_sync(&mut self, batch: &[Write<'_>]) -> Result<(), StoreError> {
         let full = batch.iter().any(|w| match w {
             Write::Create(_) | Write::Delete(_) => true,
-            Write::Put(_) => false,
+            // Outbox rows share their events' fate (a crash of the daemon loses neither).
+            Write::Put(_) | Write::Outbox(_) => false,
             Write::Events { events, .. } => events.iter().any(|e| e.ends_something()),
         });
         if full != self.full_sync {
@@ -323,7 +334,34 @@ impl SqliteWriter {
     }
 }
 
+/// What a degraded store's probe writes: about a batch of events. An empty transaction writes
+/// nothing, so it succeeded on a disk still full, and the store said it was healthy while no
+/// event could be written.
+const PROBE_BYTES: usize = 256 * 1024;
+
 impl BatchWriter for SqliteWriter {
+    /// Commits [`PROBE_BYTES`] of real pages (a chunk of no session: the empty session id, an
+    /// empty JSON array padded with spaces, invisible to every reader), then removes it.
+    fn probe(&mut self) -> Result<(), StoreError> {
+        let padding = format!("[{}]", " ".repeat(PROBE_BYTES));
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO event_chunks \
+                 (session_id, last_sequence, first_sequence, events, raws) \
+                 VALUES ('', 0, 0, ?1, NULL)",
+                [padding],
+            )
+            .map_err(sql_error)?;
+        // The space is given back; a failure here only leaves the chunk for the next probe.
+        if let Err(error) = self
+            .conn
+            .execute("DELETE FROM event_chunks WHERE session_id = ''", [])
+        {
+            tracing::debug!(%error, "removing the probe's chunk failed");
+        }
+        Ok(())
+    }
+
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
         self.set_sync(batch)?;
         let tx = self
@@ -361,6 +399,10 @@ impl BatchWriter for SqliteWriter {
                 }
                 Write::Events { session_id, events } => {
                     chunks.add(session_id, events);
+                    true
+                }
+                Write::Outbox(rows) => {
+                    outbox::insert(&tx, rows)?;
                     true
                 }
                 Write::Delete(session_id) => {
