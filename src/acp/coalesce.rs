@@ -151,7 +151,10 @@ mod tests {
         assert!(!appended.append(ChunkKind::Message, &id("itm_2"), "f"));
         // A chunk never grows past the limit.
         let big = "y".repeat(MAX_MERGED_TEXT);
-        appended.push(ChunkKind::Message.update(&big, &id("itm_3")), &mut appended_out);
+        appended.push(
+            ChunkKind::Message.update(&big, &id("itm_3")),
+            &mut appended_out,
+        );
         assert!(!appended.append(ChunkKind::Message, &id("itm_3"), "z"));
     }
 

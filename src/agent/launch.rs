@@ -499,7 +499,11 @@ mod tests {
         host.prewarm(AgentKind::Codebuff);
         let first = host.spare_pid(AgentKind::Codebuff).expect("a spare waits");
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(host.spare_pid(AgentKind::Codebuff), Some(first), "retired early");
+        assert_eq!(
+            host.spare_pid(AgentKind::Codebuff),
+            Some(first),
+            "retired early"
+        );
 
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while host.spare_pid(AgentKind::Codebuff).is_some() {
@@ -507,7 +511,10 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         while !process_is_over(first) {
-            assert!(std::time::Instant::now() < deadline, "the retired spare still runs");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the retired spare still runs"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
 
@@ -516,11 +523,17 @@ mod tests {
         let second = host.spare_pid(AgentKind::Codebuff).expect("a spare again");
         assert_ne!(second, first);
         while host.spare_pid(AgentKind::Codebuff).is_some() {
-            assert!(std::time::Instant::now() < deadline, "the new spare was never retired");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the new spare was never retired"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         while !process_is_over(second) {
-            assert!(std::time::Instant::now() < deadline, "the second spare still runs");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the second spare still runs"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let _ = std::fs::remove_dir_all(&dir);

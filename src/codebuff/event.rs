@@ -362,7 +362,10 @@ impl<'de> Deserialize<'de> for TypeValue<'de> {
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
                 Ok(TypeValue::Other)
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
                 Ok(TypeValue::Other)
             }

@@ -576,7 +576,10 @@ mod tests {
         assert_eq!(c.warm_spare_idle, None);
         assert_eq!(c.engine().limits.warm_spare_idle, None);
         let bad = DaemonConfig::resolve(&args(&["--warm-spare-idle=-5"]), &env(&[]));
-        assert!(bad.unwrap_err().to_string().contains("warm spare idle time"));
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("warm spare idle time"));
     }
 
     #[test]

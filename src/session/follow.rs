@@ -212,7 +212,13 @@ mod tests {
     fn item_delta_borrows_the_text_and_matches_the_decoded_payload() {
         let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
         store
-            .create(&SessionRecord::new("s", "mock", serde_json::json!({}), "", 0))
+            .create(&SessionRecord::new(
+                "s",
+                "mock",
+                serde_json::json!({}),
+                "",
+                0,
+            ))
             .unwrap();
         let mut drafts = vec![
             delta("plain 1:23;"),

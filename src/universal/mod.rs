@@ -23,7 +23,6 @@ mod time;
 
 pub use content::{ContentPart, FileAction, ReasoningVisibility};
 pub use cost::Cost;
-pub use envelope::Envelope;
 pub use data::{
     AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, PermissionReply,
     PermissionStatus, QuestionData, QuestionOption, QuestionSpec, QuestionStatus, SessionEndReason,
@@ -31,6 +30,7 @@ pub use data::{
     TurnPhase, TurnStatus,
 };
 pub use diff::unified_diff;
+pub use envelope::Envelope;
 pub use event::{
     known_event_type, EventData, EventDraft, EventSource, EventView, Payload, RawLine,
     UniversalEvent, EVENT_TYPES,
