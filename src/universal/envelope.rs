@@ -129,6 +129,62 @@ mod tests {
         }
     }
 
+    /// Every event of the golden files, and the types they lack, written by hand and by serde.
+    #[test]
+    fn every_event_type_is_written_as_serde_writes_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/universal");
+        let mut events: Vec<UniversalEvent> = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                events.push(serde_json::from_str(line).unwrap());
+            }
+        }
+        let made = [
+            (
+                "session.ended",
+                r#"{"reason":"terminated","terminated_by":"daemon","message":"m\u2028\"","exit_code":-9,"cost":{"credits":0.5,"usd":0.005}}"#,
+            ),
+            (
+                "permission.requested",
+                r#"{"permission_id":"perm_1","action":"run_terminal_command","status":"requested","metadata":{"command":"ls\n-la","n":1.25e-7}}"#,
+            ),
+            (
+                "permission.resolved",
+                r#"{"permission_id":"perm_1","action":"write_file","status":"accept_for_session","metadata":null}"#,
+            ),
+        ];
+        for (ty, data) in made {
+            events.push(UniversalEvent::from_draft(
+                EventDraft::synthetic(EventData::from_parts(ty, data).unwrap()),
+                3,
+                "2026-01-01T00:00:00Z".into(),
+                "ses_x".into(),
+                Some("native".into()),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for event in &events {
+            seen.insert(event.event_type());
+            let draft = EventDraft {
+                data: event.data.clone(),
+                synthetic: event.synthetic,
+                raw: event.raw.clone(),
+            };
+            let envelope = Envelope::new(
+                &event.time,
+                &event.session_id,
+                event.native_session_id.as_deref(),
+            );
+            let mut out = Vec::new();
+            envelope.write(&mut out, event.sequence, &draft);
+            assert_eq!(String::from_utf8(out).unwrap(), event.to_json(false));
+        }
+        let all: std::collections::BTreeSet<&str> =
+            crate::universal::EVENT_TYPES.into_iter().collect();
+        assert_eq!(seen, all, "every event type is compared");
+    }
+
     #[test]
     fn numbers_are_written_in_decimal() {
         for n in [0u64, 7, 10, 12345, u64::MAX] {

@@ -168,26 +168,6 @@ impl EventData {
         }
     }
 
-    fn serialize_into<S: SerializeStruct>(&self, st: &mut S) -> Result<(), S::Error> {
-        match self {
-            EventData::SessionStarted(d) => st.serialize_field("data", d),
-            EventData::SessionEnded(d) => st.serialize_field("data", d),
-            EventData::TurnStarted(d) | EventData::TurnEnded(d) => st.serialize_field("data", d),
-            EventData::ItemStarted(d) | EventData::ItemCompleted(d) => {
-                st.serialize_field("data", d)
-            }
-            EventData::ItemDelta(d) => st.serialize_field("data", d),
-            EventData::Error(d) => st.serialize_field("data", d),
-            EventData::PermissionRequested(d) | EventData::PermissionResolved(d) => {
-                st.serialize_field("data", d)
-            }
-            EventData::QuestionRequested(d) | EventData::QuestionResolved(d) => {
-                st.serialize_field("data", d)
-            }
-            EventData::AgentUnparsed(d) => st.serialize_field("data", d),
-        }
-    }
-
     /// The payload alone, serialized as the envelope's `data`.
     pub fn payload(&self) -> Payload<'_> {
         Payload(self)
@@ -310,7 +290,7 @@ impl Serialize for EventView<'_> {
         st.serialize_field("synthetic", &self.synthetic)?;
         st.serialize_field("source", &source)?;
         st.serialize_field("type", self.data.event_type())?;
-        self.data.serialize_into(&mut st)?;
+        st.serialize_field("data", &self.data.payload())?;
         st.serialize_field("raw", &self.raw)?;
         st.end()
     }
