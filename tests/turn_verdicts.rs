@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use codebuffd::acp::project::{Effect, Projector, ProjectorOptions, META_KEY};
-use codebuffd::session::{SessionInfo, SessionStatus, TurnEnd, TurnTracker};
+use codebuffd::session::{SessionInfo, TurnEnd, TurnTracker};
 use codebuffd::term::error::exit;
 use codebuffd::term::format::Style;
 use codebuffd::term::turn::{ending_lines, exit_code, Stop, TurnResult, TurnWatch};
@@ -489,28 +489,17 @@ fn ws(log: &[EventData]) -> ServerAction {
     panic!("the WebSocket door saw no end")
 }
 
+/// The session as `info()` says it when the WebSocket door answers (read from its JSON, as
+/// the terminal's `--url` transport reads it: fields added later keep their defaults).
 fn info() -> SessionInfo {
-    SessionInfo {
-        session_id: "s".into(),
-        agent: "codebuff".into(),
-        agent_mode: "build".into(),
-        permission_mode: "bypass".into(),
-        model: None,
-        variant: None,
-        native_session_id: None,
-        ended: false,
-        event_count: 20,
-        created_at: 0,
-        updated_at: 0,
-        directory: "/work".into(),
-        title: None,
-        status: SessionStatus::Idle,
-        budget: Some(BUDGET),
-        remaining: Some(BUDGET - INFO_COST),
-        cost: Cost::from_credits(INFO_COST),
-        turns: 1,
-        first_prompt: None,
-    }
+    serde_json::from_value(json!({
+        "sessionId": "s", "agent": "codebuff", "agentMode": "build", "permissionMode": "bypass",
+        "model": null, "variant": null, "nativeSessionId": null, "ended": false,
+        "eventCount": 20, "createdAt": 0, "updatedAt": 0, "directory": "/work", "title": null,
+        "status": "idle", "budget": BUDGET, "remaining": BUDGET - INFO_COST,
+        "cost": credits(INFO_COST), "turns": 1,
+    }))
+    .expect("a SessionInfo")
 }
 
 /// The terminal's verdict (through its `TurnWatch`, as `exec` follows the log).
