@@ -11,7 +11,11 @@ use anyhow::Context;
 use crate::agent::{AdapterSource, Launcher};
 use crate::data_lock::DataDirLock;
 use crate::session::{Limits, SessionContext, SessionManager};
-use crate::store::{open_store_with, redact_spec, StoreOptions};
+use crate::store::{open_store_with, StoreOptions};
+
+/// The store spec with its password hidden, for showing where an engine keeps its log (the
+/// terminal's `settings` lists it); re-exported so doors need not reach into `store/`.
+pub use crate::store::redact_spec;
 use crate::sync::LockExt;
 use crate::webhooks::Webhooks;
 

@@ -208,7 +208,7 @@ impl Settings {
             ));
             rows.push((
                 "store".into(),
-                crate::store::redact_spec(&engine.store).to_string(),
+                crate::engine::redact_spec(&engine.store).to_string(),
                 s("store"),
             ));
         }
