@@ -30,6 +30,8 @@ const COST_BEFORE: f64 = 5.0;
 const INFO_COST: f64 = 7.0;
 /// The session's budget (the WebSocket door reports what is left of it).
 const BUDGET: f64 = 20.0;
+/// The causes that mean a credential is missing or refused.
+const AUTH_CAUSES: [&str; 2] = ["auth_failed", "credentials_missing"];
 
 /// The verdict every door must project.
 #[derive(Debug)]
@@ -196,6 +198,31 @@ fn cases() -> Vec<Case> {
                 status: TurnStatus::Failed,
                 cause: Some("auth_failed"),
                 reason: Some("the API key was refused"),
+                turn_credits: 0.0,
+                session_credits: Some(5.0),
+                answer: None,
+            },
+        },
+        Case {
+            name: "a turn whose agent could not start: no credential",
+            log: log(vec![
+                vec![started()],
+                user("hi"),
+                vec![
+                    error("credentials_missing", "no Codebuff credential"),
+                    ended(
+                        "failed",
+                        0.0,
+                        false,
+                        Some(5.0),
+                        json!({"message": "the agent could not start"}),
+                    ),
+                ],
+            ]),
+            expect: Expect {
+                status: TurnStatus::Failed,
+                cause: Some("credentials_missing"),
+                reason: Some("no Codebuff credential (the agent could not start)"),
                 turn_credits: 0.0,
                 session_credits: Some(5.0),
                 answer: None,
@@ -574,7 +601,7 @@ fn acp_says(name: &str, e: &Expect, log: &[EventData]) {
         (TurnStatus::Cancelled, Ok(r)) => assert_eq!(r["stopReason"], "cancelled", "{name}"),
         (status, Err(error)) if status != TurnStatus::Completed => {
             let cause = e.cause.unwrap_or_default();
-            let rpc = if ["auth_failed", "credentials_missing"].contains(&cause) {
+            let rpc = if AUTH_CAUSES.contains(&cause) {
                 -32000
             } else {
                 -32603
@@ -650,7 +677,8 @@ fn ws_says(name: &str, e: &Expect, log: &[EventData]) {
 }
 
 /// Terminal: exit status 0 for a completed turn, 130 for a cancelled one (143 when the user's
-/// SIGTERM cancelled it), 3 when the budget is spent, else 1; a turn that did not complete is
+/// SIGTERM cancelled it), 3 when the budget is spent or a credential is missing or refused
+/// (where ACP answers "authentication required"), else 1; a turn that did not complete is
 /// explained on stderr by the reason (a warning when cancelled by someone else, an error
 /// otherwise — nothing when the user cancelled it); the closing line says the status and both
 /// costs (the turn's only when the log does not say the session's).
@@ -659,6 +687,9 @@ fn term_says(name: &str, e: &Expect, seen: TurnEnd) {
         TurnStatus::Completed => exit::OK,
         TurnStatus::Cancelled => exit::CANCELLED,
         TurnStatus::BudgetExhausted => exit::BUDGET_OR_CREDENTIALS,
+        TurnStatus::Failed if AUTH_CAUSES.contains(&e.cause.unwrap_or_default()) => {
+            exit::BUDGET_OR_CREDENTIALS
+        }
         TurnStatus::Failed | TurnStatus::TimedOut | TurnStatus::Interrupted => exit::FAILED,
     };
     let by_others = result(seen.clone(), None);

@@ -9,10 +9,6 @@ use crate::session::{SessionError, TurnEnd};
 /// `-32002`: the resource (here, a session) does not exist.
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
 
-/// Agent error codes that mean the credential is missing or refused: answered as ACP's
-/// "authentication required" (`-32000`), so a client can offer its sign-in.
-const AUTH_CODES: [&str; 2] = ["auth_failed", "credentials_missing"];
-
 /// The error for an unknown session id: `-32002` with `data.sessionId`.
 pub fn session_not_found(id: &str) -> Error {
     Error::new(RESOURCE_NOT_FOUND, "Resource not found").data(json!({ "sessionId": id }))
@@ -95,7 +91,9 @@ pub fn turn_failed(end: &TurnEnd) -> Error {
         "stderrTail": stderr_tail.unwrap_or(Value::Null),
         "credits": end.turn_cost.credits,
     });
-    let rpc_code = if AUTH_CODES.contains(&code.as_str()) {
+    // A credential missing or refused is ACP's "authentication required" (`-32000`), so a
+    // client can offer its sign-in.
+    let rpc_code = if end.needs_credentials() {
         -32000
     } else {
         -32603

@@ -344,6 +344,8 @@ pub fn exit_code(result: &TurnResult) -> u8 {
         TurnStatus::Completed => exit::OK,
         TurnStatus::Cancelled => stopped_code(result.stopped_by),
         TurnStatus::BudgetExhausted => exit::BUDGET_OR_CREDENTIALS,
+        // No credential, or one the backend refused (as ACP's "authentication required").
+        TurnStatus::Failed if result.end.needs_credentials() => exit::BUDGET_OR_CREDENTIALS,
         TurnStatus::Failed | TurnStatus::TimedOut | TurnStatus::Interrupted => exit::FAILED,
     }
 }
