@@ -91,9 +91,14 @@ pub struct ServerArgs {
     #[arg(long)]
     pub port: Option<u16>,
     /// Require this token (`Authorization: Bearer|Token <T>`, or Basic with it as password)
-    /// [env CODEBUFFD_TOKEN].
-    #[arg(long, conflicts_with = "no_token")]
+    /// [env CODEBUFFD_TOKEN]. Prefer `CODEBUFFD_TOKEN` or `--token-file`: other processes of
+    /// the machine can read a command line (the daemon blanks it once started, but not at once).
+    #[arg(long, conflicts_with_all = ["no_token", "token_file"])]
     pub token: Option<String>,
+    /// Read the token from this file (its first line; the file should be readable by the
+    /// daemon's user only) [env CODEBUFFD_TOKEN_FILE].
+    #[arg(long, conflicts_with = "no_token")]
+    pub token_file: Option<std::path::PathBuf>,
     /// Run without authentication [env CODEBUFFD_NO_TOKEN=1].
     #[arg(long)]
     pub no_token: bool,
@@ -142,6 +147,15 @@ pub struct ServerArgs {
     /// left after a reserve; env CODEBUFFD_MAX_CONNECTIONS].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Keep at most this many ACP servers (`/v1/acp/{id}`, `/acp` WebSockets) at once; a client
+    /// asking for one more gets 503 [default: 64; env CODEBUFFD_MAX_ACP_SERVERS].
+    #[arg(long, value_name = "N")]
+    pub max_acp_servers: Option<usize>,
+    /// Retire (delete, ending its sessions) an ACP server over HTTP that no client posted to or
+    /// read for this long while no request of it ran [default: 3600; env
+    /// CODEBUFFD_ACP_IDLE_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub acp_idle_timeout: Option<f64>,
     /// The permission mode of sessions that do not choose one: `bypass` (tools run without
     /// asking), `default` (every tool that changes files or runs code asks), `acceptEdits`
     /// (edits run, commands ask), `plan` (read-only) [default: bypass; env
@@ -172,6 +186,15 @@ pub struct ServerArgs {
     /// `mock` [default: codebuff; env CODEBUFFD_WS_DEFAULT_AGENT].
     #[arg(long, value_name = "AGENT")]
     pub ws_default_agent: Option<String>,
+    /// The largest message a `/v1/ws` client may send, in bytes (64 KiB to 1 GiB); a larger one
+    /// closes the connection (1009) [default: 16 MiB; env CODEBUFFD_WS_MAX_FRAME_BYTES].
+    #[arg(long, value_name = "BYTES")]
+    pub ws_max_frame_bytes: Option<usize>,
+    /// Seconds a question of a `/v1/ws` prompt whose client does not take `question` actions
+    /// waits for an answer from elsewhere before it is declined (skipped) [default: 60; env
+    /// CODEBUFFD_WS_QUESTION_TIMEOUT].
+    #[arg(long, value_name = "SECONDS")]
+    pub ws_question_timeout: Option<f64>,
     /// The directory of sessions that do not name one [default: the daemon's working
     /// directory; env CODEBUFFD_WORKDIR]. Sessions may not work in the daemon's own
     /// installation or data directory.

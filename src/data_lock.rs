@@ -80,7 +80,7 @@ impl DataDirLock {
             path: path.clone(),
             source,
         };
-        let file = std::fs::OpenOptions::new()
+        let file = crate::private_files::options()
             .read(true)
             .write(true)
             .create(true)

@@ -60,7 +60,8 @@ impl Engine {
         // What leaves a turn's process group is re-parented here, to be killed with it.
         crate::agent::reaper::become_subreaper();
         let agent_state_dir = config.data_dir.join("agent-state");
-        std::fs::create_dir_all(&agent_state_dir).with_context(|| {
+        secure_data_dir(&config.data_dir)?;
+        crate::private_files::create_dir_all(&agent_state_dir).with_context(|| {
             format!(
                 "cannot create the data directory {}",
                 config.data_dir.display()
@@ -200,6 +201,24 @@ pub fn raise_open_files_limit() -> u64 {
         }
         Err(_) => 1024,
     }
+}
+
+/// Creates the data directory 0700 and narrows whatever in it others could read
+/// (`private_files.rs`), warning about each change.
+fn secure_data_dir(data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let narrowed = crate::private_files::secure_data_dir(data_dir)
+        .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+    for (path, had) in &narrowed.fixed {
+        tracing::warn!(
+            path = %path.display(),
+            mode = format!("{had:o}"),
+            "the data directory held something others could read: made it private (0700 directories, 0600 files)"
+        );
+    }
+    for (path, why) in &narrowed.failed {
+        tracing::warn!(path = %path.display(), error = %why, "cannot make this path in the data directory private");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

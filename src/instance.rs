@@ -68,7 +68,10 @@ fn create(data_dir: &Path, path: &Path) -> Result<(), InstanceIdError> {
         uuid::Uuid::new_v4().simple()
     ));
     let written = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        let mut file = crate::private_files::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         writeln!(file, "{}", uuid::Uuid::new_v4().hyphenated())?;
         file.sync_all()?;
         // A hard link never replaces an existing file (unlike a rename): the first id wins.

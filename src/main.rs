@@ -12,9 +12,15 @@ use codebuffd::cli::{
 };
 use codebuffd::commands::convert::{convert_stream, ConvertOptions};
 use codebuffd::config::DaemonConfig;
+use codebuffd::secrets::Hidden;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread starts: the credentials leave what /proc shows of this process.
+    let hidden = match &cli.command {
+        Some(Command::MockAgent(_) | Command::Convert(_) | Command::Openapi) => None,
+        _ => Some(codebuffd::secrets::hide_from_proc()),
+    };
     let Some(command) = cli.command else {
         return match std::io::IsTerminal::is_terminal(&io::stdin()) {
             true => ExitCode::from(codebuffd::term::chat(Default::default())),
@@ -26,7 +32,7 @@ fn main() -> ExitCode {
     };
     let result = match command {
         Command::Convert(args) => run_convert(args),
-        Command::Server(args) => run_server(args),
+        Command::Server(args) => run_server(args, hidden.as_ref()),
         Command::MockAgent(args) => {
             return ExitCode::from(codebuffd::agent::mock::run(args));
         }
@@ -34,11 +40,11 @@ fn main() -> ExitCode {
         Command::Doctor(args) => return run_doctor(&args),
         Command::InstallAdapter(args) => run_install_adapter(&args),
         Command::Exec(args) => return client(|| codebuffd::term::exec::exec(args)),
-        Command::Resume(args) => return client(|| codebuffd::term::exec::resume(args)),
+        Command::Resume(args) => return client(|| codebuffd::term::resume::resume(args)),
         Command::Chat(args) => return client(|| codebuffd::term::chat(args)),
         Command::Sessions(args) => return client(|| codebuffd::term::sessions::run(args)),
         Command::Config(args) => return ExitCode::from(codebuffd::term::config(args)),
-        Command::Acp(args) => run_acp(&args),
+        Command::Acp(args) => run_acp(&args, hidden.as_ref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -80,8 +86,11 @@ fn init_log_at(default: &str) {
         .init();
 }
 
-fn run_server(args: ServerArgs) -> anyhow::Result<()> {
+fn run_server(args: ServerArgs, hidden: Option<&Hidden>) -> anyhow::Result<()> {
     init_log();
+    if let Some(hidden) = hidden {
+        hidden.log();
+    }
     let config = DaemonConfig::resolve(&args, &|name| std::env::var(name).ok())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -94,8 +103,11 @@ fn run_server(args: ServerArgs) -> anyhow::Result<()> {
 
 /// `codebuffd acp`: JSON-RPC on stdout, so the log (stderr) says only warnings unless
 /// `RUST_LOG` asks for more (an editor shows an agent's stderr).
-fn run_acp(args: &AcpArgs) -> anyhow::Result<()> {
+fn run_acp(args: &AcpArgs, hidden: Option<&Hidden>) -> anyhow::Result<()> {
     init_log_at("warn");
+    if let Some(hidden) = hidden {
+        hidden.log();
+    }
     let config = DaemonConfig::resolve(&args.server_args(), &|name| std::env::var(name).ok())?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");

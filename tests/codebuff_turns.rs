@@ -277,6 +277,44 @@ async fn sensitive_files_never_reach_the_model() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn symbolic_links_to_secrets_never_reach_the_model() {
+    let backend = FakeBackend::start("sensitive_symlinks");
+    let home = TempDir::new("cb-home");
+    let work = TempDir::new("cb-work");
+    let ssh = home.path().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_ed25519"), "SECRET-KEY-0b7e\n").unwrap();
+    std::fs::write(ssh.join("authorized.txt"), "SECRET-SSHDIR-4c1d\n").unwrap();
+    std::fs::write(work.path().join(".env"), "API_TOKEN=SECRET-ENV-9a2f\n").unwrap();
+    std::fs::write(work.path().join("plain.txt"), "plain-content-1a2b\n").unwrap();
+    let link = |target: &std::path::Path, name: &str| {
+        std::os::unix::fs::symlink(target, work.path().join(name)).unwrap();
+    };
+    link(std::path::Path::new(".env"), "notes-link.txt");
+    link(&ssh.join("id_ed25519"), "deploy-notes.txt");
+    link(&ssh, "keys");
+    let d = start_daemon(&backend, &home, &[]);
+    create_codebuff(&d, "l", work.path()).await;
+    d.message("l", "Read the notes.").await;
+    let events = d.wait_turns_ended("l", 1).await;
+    assert_eq!(turn_ends(&events)[0]["status"], "completed");
+    let sent: String = backend
+        .requests()
+        .await
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    assert!(
+        sent.contains("plain-content-1a2b"),
+        "ordinary files are read"
+    );
+    for secret in ["SECRET-KEY-0b7e", "SECRET-SSHDIR-4c1d", "SECRET-ENV-9a2f"] {
+        assert!(!sent.contains(secret), "{secret} reached the backend");
+    }
+    d.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_during_a_background_command_leaves_no_process() {
     let backend = FakeBackend::start("background");
     let home = TempDir::new("cb-home");

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use support::api::assert_problem_body;
 use support::daemon::{work_dir, Daemon, DaemonOptions, TempDir};
+use support::events::{of_type, turn_ends};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -288,6 +289,64 @@ async fn workdir_sets_the_default_directory_and_a_protected_one_refuses_defaults
     assert!(
         p["detail"].as_str().unwrap().contains("data directory"),
         "{p}"
+    );
+    d.stop();
+}
+
+#[tokio::test]
+async fn a_directory_repointed_into_the_data_directory_is_refused_at_the_next_turn() {
+    let data = TempDir::new("lifecycle-repoint-data");
+    let outside = TempDir::new("lifecycle-repoint-work");
+    let link = outside.path().join("project");
+    let real = outside.path().join("real");
+    std::fs::create_dir_all(&real).unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let d = Daemon::start_in(data.path(), &[]);
+    d.create(
+        "r",
+        json!({"agent": "mock", "directory": link.display().to_string()}),
+    )
+    .await;
+    d.message("r", "tools").await;
+    let events = d.wait_turns_ended("r", 1).await;
+    assert_eq!(turn_ends(&events)[0]["status"], "completed");
+    assert!(
+        std::fs::read_dir(&real).unwrap().next().is_some(),
+        "it worked in the real directory"
+    );
+    // The link now points into the daemon's data directory.
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(data.path(), &link).unwrap();
+    let before: Vec<_> = std::fs::read_dir(data.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    d.message("r", "tools").await;
+    let events = d.wait_turns_ended("r", 2).await;
+    let end = turn_ends(&events)[1];
+    assert_eq!(end["status"], "failed", "{end}");
+    let error = of_type(&events, "error")
+        .into_iter()
+        .last()
+        .expect("an error event")
+        .clone();
+    assert_eq!(error["data"]["code"], "directory_protected", "{error}");
+    let message = error["data"]["message"].as_str().unwrap();
+    assert!(message.contains("data directory"), "{message}");
+    assert!(
+        !message.contains(&data.path().display().to_string()),
+        "no host path: {message}"
+    );
+    let after: Vec<_> = std::fs::read_dir(data.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        before.len(),
+        after.len(),
+        "nothing was written into the data directory"
     );
     d.stop();
 }

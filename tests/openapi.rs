@@ -718,6 +718,7 @@ async fn every_mock_scenario_and_live_response_validates_against_the_document() 
         "flood",
         "escape",
         "gated",
+        "run",
         "spend",
     ]
     .into_iter()

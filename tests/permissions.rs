@@ -377,3 +377,116 @@ async fn a_turn_that_reaches_the_budget_is_stopped_there() {
     d.stop();
     assert_well_formed(&events);
 }
+
+/// Sends `run <command>` and returns how the command's permission was resolved: `(decided by,
+/// status)`, after answering `reject` when it was asked.
+async fn run_and_reject_if_asked(d: &Daemon, id: &str, command: &str, turn: usize) -> String {
+    d.message(id, &format!("run {command}")).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let events = d.events(id).await;
+        let ended = of_type(&events, "turn.ended").len();
+        if ended >= turn {
+            let resolved = of_type(&events, "permission.resolved");
+            let last = resolved.last().expect("the command was resolved");
+            assert_eq!(last["data"]["metadata"]["command"], command);
+            return last["data"]["metadata"]["decidedBy"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+        }
+        let open: Vec<String> = of_type(&events, "permission.requested")
+            .into_iter()
+            .filter(|r| {
+                !of_type(&events, "permission.resolved")
+                    .iter()
+                    .any(|x| x["data"]["permission_id"] == r["data"]["permission_id"])
+            })
+            .map(|r| r["data"]["permission_id"].as_str().unwrap().to_owned())
+            .collect();
+        for p in open {
+            assert_eq!(reply(d, id, &p, "reject").await, 204);
+        }
+        assert!(std::time::Instant::now() < deadline, "{events:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allows_only_the_simple_command_the_user_saw() {
+    let d = Daemon::start();
+    let dir = TempDir::new("always");
+    gated_session(&d, "s", dir.path(), "default").await;
+    // `always` for `ls -la` and `git status`.
+    let mut turn = 0;
+    let mut prefixes = Vec::new();
+    for first in ["ls -la", "git status"] {
+        turn += 1;
+        d.message("s", &format!("run {first}")).await;
+        let asked = requested(&d, "s", turn).await;
+        assert_eq!(asked["data"]["metadata"]["command"], first);
+        prefixes.push(asked["data"]["metadata"]["alwaysPrefix"].clone());
+        let id = asked["data"]["permission_id"].as_str().unwrap().to_owned();
+        assert_eq!(reply(&d, "s", &id, "always").await, 204);
+        d.wait_turns_ended("s", turn).await;
+    }
+    // The same simple commands with other options run without asking.
+    for same in ["ls -l", "git status --short"] {
+        turn += 1;
+        assert_eq!(run_and_reject_if_asked(&d, "s", same, turn).await, "policy");
+    }
+    // Lines that only start the same way ask again (and, rejected, never run).
+    let attacks = [
+        "git status --short || touch x1",
+        "ls -la; touch x2",
+        "ls $(touch x3)",
+        "ls `touch x4`",
+        "ls | sh -c 'touch x5'",
+        "ls > /dev/null; touch x6",
+        "ls -la && touch x7",
+        "ls\ntouch x8",
+    ];
+    for (i, attack) in attacks.iter().enumerate() {
+        turn += 1;
+        assert_eq!(
+            run_and_reject_if_asked(&d, "s", attack, turn).await,
+            "user",
+            "{attack:?} was asked"
+        );
+        let touched = dir.path().join(format!("x{}", i + 1));
+        assert!(!touched.exists(), "{attack:?} ran");
+    }
+    // The request said what `always` would allow.
+    assert_eq!(prefixes, vec![json!("ls"), json!("git status")]);
+    let events = d.events("s").await;
+    d.stop();
+    assert_well_formed(&events);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_negative_cost_never_refills_the_budget() {
+    let d = Daemon::start();
+    d.create("n", json!({"agent": "mock", "maxCredits": 5}))
+        .await;
+    d.message("n", "spend 2").await;
+    d.wait_turns_ended("n", 1).await;
+    assert_eq!(d.info("n").await["remaining"], 3.0);
+    d.message("n", "spend -1000").await;
+    let events = d.wait_turns_ended("n", 2).await;
+    let info = d.info("n").await;
+    assert_eq!(info["remaining"], 3.0, "{info}");
+    assert_eq!(info["cost"]["credits"], 2.0, "{info}");
+    // The log says the agent's costs were ignored (its `cost` and its `finish`).
+    let ignored: Vec<&Value> = of_type(&events, "error")
+        .into_iter()
+        .filter(|e| e["data"]["code"] == "invalid_cost")
+        .collect();
+    assert_eq!(ignored.len(), 2, "{events:?}");
+    assert!(ignored[1]["data"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("-1000"));
+    assert_eq!(turn_ends(&events)[1]["status"], "completed");
+    d.stop();
+    assert_well_formed(&events);
+}

@@ -58,6 +58,8 @@ async fn check_recovered(d: &Daemon, id: &str, before: &[Value]) {
     assert_eq!(info["status"], "idle");
     assert_eq!(info["ended"], false);
     assert_eq!(info["turns"], 2);
+    // Not in the stored record: read back from the log.
+    assert_eq!(info["firstPrompt"], "echo first turn");
 
     d.message(id, "echo after the restart").await;
     let events = d.wait_turns_ended(id, 3).await;

@@ -1,6 +1,6 @@
 //! The `/v1` router in process: the real router over the memory store, driven with
 //! `tower::ServiceExt::oneshot`, one behaviour per test. Request validation, problem documents,
-//! CORS, the Host allow-list and the cross-site guard live here; start-up, auth and end-to-end
+//! CORS, the Host allow-list, the cross-site guard and the inspector's files live here; start-up, auth and end-to-end
 //! flows over real HTTP stay in the real-binary suites (`http_api`, `sse`, `mock_sessions`).
 //!
 //! Sessions that run turns use the real mock agent (this crate's `codebuffd mock-agent`) in a
@@ -14,6 +14,8 @@ mod agents;
 mod browser_guard;
 #[path = "router/cors.rs"]
 mod cors;
+#[path = "router/inspector.rs"]
+mod inspector;
 #[path = "router/requests.rs"]
 mod requests;
 #[path = "router/sessions.rs"]

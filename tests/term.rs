@@ -190,9 +190,16 @@ fn exit_statuses_say_how_the_turn_ended() {
     );
     assert!(err.contains("✗ failed in "), "{err}");
 
+    // A turn that fails mid-answer: its text is no answer, stdout stays empty unless
+    // `--partial` asks for it.
     let o = u.run(&["exec", "--agent", "mock", "crash"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("About to crash"), "{}", stderr(&o));
     assert!(stderr(&o).contains("✗ failed"));
+    assert_eq!(stdout(&o), "");
+    let o = u.run(&["exec", "--agent", "mock", "--partial", "crash"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "About to crash\n");
 
     // A budget the turn reaches (the engine's own setting, read as the daemon reads it).
     let mut cmd = u.command(&["exec", "--agent", "mock", "spend 10"]);
@@ -224,6 +231,62 @@ fn exit_statuses_say_how_the_turn_ended() {
     assert!(stderr(&o).contains("not found"), "{}", stderr(&o));
 }
 
+/// The agent's text reaches a person as text, never as terminal commands: OSC 52 (clipboard),
+/// OSC 0 (title), CSI 2J (clear screen) and OSC 8 (hyperlink) from the agent are shown as
+/// visible escapes in the live view and in `sessions events`, while the client's own colours
+/// still work; stdout that is not a terminal carries the answer as data, byte for byte.
+#[test]
+fn control_sequences_from_the_agent_are_shown_never_obeyed() {
+    let u = User::new("term-escapes");
+    let evil = "pwn \x1b]52;c;cHduZWQ=\x07 \x1b]0;owned\x07\x1b[2J \x1b]8;;http://evil\x1b\\x\x1b]8;;\x1b\\";
+    let visible =
+        "pwn \\e]52;c;cHduZWQ=\\a \\e]0;owned\\a\\e[2J \\e]8;;http://evil\\e\\x\\e]8;;\\e\\";
+    let o = u.run(&[
+        "exec",
+        "--agent",
+        "mock",
+        "--color",
+        "always",
+        &format!("echo {evil}"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // stdout is a pipe: the answer as the agent wrote it.
+    assert_eq!(stdout(&o), format!("{evil}\n"));
+    let err = stderr(&o);
+    assert!(err.contains(visible), "{err:?}");
+    // The only escapes left on stderr are the client's own colours (SGR `ESC [ … m`).
+    let mut rest = err.as_str();
+    while let Some(at) = rest.find('\x1b') {
+        let after = &rest[at + 1..];
+        let end = after
+            .find('m')
+            .unwrap_or_else(|| panic!("a raw escape: {err:?}"));
+        assert!(
+            after.starts_with('[')
+                && after[1..end]
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == ';'),
+            "a raw escape that is not a colour: {err:?}"
+        );
+        rest = &after[end..];
+    }
+    assert!(err.contains("\x1b[32m✓ completed"), "{err:?}");
+    // The log's human view (stdout here, for a person) and its JSON (data).
+    // (The closing line's colour ends right after the id.)
+    let id: String = resume_id(&o).chars().take(36).collect();
+    let o = u.run(&["sessions", "events", &id]);
+    let view = stdout(&o);
+    assert!(!view.contains('\x1b'), "{view:?}");
+    assert!(view.contains(&format!("› echo {visible}")), "{view:?}");
+    let o = u.run(&["sessions", "events", &id, "--json"]);
+    assert!(!stdout(&o).contains('\x1b'), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("\\u001b]52;c;cHduZWQ="),
+        "{}",
+        stdout(&o)
+    );
+}
+
 #[test]
 fn a_dash_or_no_prompt_reads_stdin() {
     let u = User::new("term-stdin");
@@ -243,6 +306,12 @@ fn resume_continues_the_same_session() {
     assert_eq!(resume_id(&o), id);
     let o = u.run(&["resume", &id, "echo", "three"]);
     assert_eq!(stdout(&o), "three\n", "{}", stderr(&o));
+    // The closing line says the turn's cost and the session's after it (turn.ended's).
+    assert!(
+        stderr(&o).contains("· 1.25 credits ($0.01), 3.75 in the session ·"),
+        "{}",
+        stderr(&o)
+    );
     let o = u.run(&["sessions", "show", &id, "--json"]);
     let info: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(info["turns"], 3);
@@ -268,6 +337,10 @@ fn resume_continues_the_same_session() {
         "{view}"
     );
     assert_eq!(view.matches("✓ completed").count(), 3, "{view}");
+    assert!(
+        view.contains("✓ completed · 1.25 credits ($0.01), 2.50 in the session"),
+        "{view}"
+    );
 }
 
 #[test]
@@ -366,6 +439,159 @@ fn sigint_cancels_the_turn_and_exits_130_leaving_nothing() {
     assert_eq!(last["data"]["metadata"]["status"], "cancelled");
     let left = wait_session_empty(pid, Duration::from_secs(10));
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// SIGTERM stops `exec` the way Ctrl-C does: the turn is cancelled through the engine and
+/// recorded as `cancelled` (not left for a later start to call interrupted), exit 143.
+#[test]
+fn sigterm_cancels_the_turn_and_exits_143() {
+    let u = User::new("term-sigterm");
+    let mut child = u
+        .command(&["exec", "--agent", "mock", "--json", "hang"])
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    drop(child.stdin.take());
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().contains("codebuff.start") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    let last: Value = serde_json::from_str(rest.last().unwrap()).unwrap();
+    assert_eq!(last["type"], "turn.ended");
+    assert_eq!(last["data"]["metadata"]["status"], "cancelled");
+    let left = wait_session_empty(pid, Duration::from_secs(10));
+    assert!(left.is_empty(), "{left:?}");
+    // The next engine on the directory finds the turn ended: nothing to recover.
+    let o = u.run(&[
+        "sessions",
+        "events",
+        "--json",
+        last["session_id"].as_str().unwrap(),
+    ]);
+    let ends: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "turn.ended")
+        .collect();
+    assert_eq!(ends.len(), 1, "{}", stdout(&o));
+    assert_eq!(ends[0]["data"]["metadata"]["status"], "cancelled");
+}
+
+/// A session ended by another client while the terminal's turn runs, or while it waits in
+/// the queue: the terminal gives the engine's verdict (`cancelled`, as ACP and `/v1/ws` give
+/// for the same log), says why, and exits 130 — a queued turn whose session ended no longer
+/// waits forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_session_is_terminated_elsewhere_ends_cancelled() {
+    let d = Daemon::start();
+    let u = User::new("term-terminated");
+    // Waits for the client's exit (a hang fails the test instead of blocking it).
+    let finish = |child: std::process::Child| {
+        let pid = child.id() as i32;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(out) => out.unwrap(),
+            Err(_) => {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                panic!("the client did not end after its session did");
+            }
+        }
+    };
+    for (id, queued) in [("running", false), ("queued", true)] {
+        d.create(id, serde_json::json!({"agent": "mock"})).await;
+        if queued {
+            // A hanging turn runs; the client's turn waits behind it.
+            let o = u.run(&["sessions", "--url", &d.base, "send", id, "hang"]);
+            assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        }
+        // The client talks through a proxy that says when its message is posted.
+        let (proxy, posted) = watching_proxy(&d.base, &format!("POST /v1/sessions/{id}/messages"));
+        let mut client = u
+            .command(&["resume", "--url", &proxy, id, "--json", "hang"])
+            .spawn()
+            .unwrap();
+        drop(client.stdin.take());
+        posted
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the client posts its message");
+        if !queued {
+            let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+            for line in lines.by_ref() {
+                if line.unwrap().contains("codebuff.start") {
+                    break;
+                }
+            }
+        }
+        let o = u.run(&["sessions", "--url", &d.base, "terminate", id]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = finish(client);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(130), "{id}: {err}");
+        assert!(err.contains("⊘ cancelled in "), "{id}: {err}");
+        let why = if queued {
+            "codebuffd: the session ended before the turn did"
+        } else {
+            "the session was terminated"
+        };
+        assert!(err.contains(why), "{id}: {err}");
+    }
+    d.stop();
+}
+
+/// A loopback proxy to the daemon at `base` (`http://127.0.0.1:P`): returns its base URL and
+/// a channel that gets a message when a request starting with `request` (`POST /path`) has
+/// gone through it.
+fn watching_proxy(base: &str, request: &str) -> (String, std::sync::mpsc::Receiver<()>) {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    let target = base.trim_start_matches("http://").to_owned();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let needle = request.as_bytes().to_vec();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { return };
+            let Ok(mut daemon) = TcpStream::connect(&target) else {
+                return;
+            };
+            let (mut client_back, mut daemon_back) =
+                (client.try_clone().unwrap(), daemon.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut daemon_back, &mut client_back);
+            });
+            let (tx, needle) = (tx.clone(), needle.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 16 * 1024];
+                while let Ok(n) = client.read(&mut buf) {
+                    if n == 0 || daemon.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                    if buf[..n].windows(needle.len()).any(|w| w == needle) {
+                        let _ = tx.send(());
+                    }
+                }
+                let _ = daemon.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    (url, rx)
 }
 
 /// The client against a running daemon: `--url`, and in-process runs that find the daemon on

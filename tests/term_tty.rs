@@ -44,6 +44,16 @@ impl Pane {
 
     /// Runs codebuffd with `first` (quietly, when given), then with `args` in the pane.
     fn start_after(first: &[&str], args: &[&str], env: &[(&str, &str)]) -> Pane {
+        Pane::start_redirected(first, args, env, "")
+    }
+
+    /// [`Pane::start_after`], the command line ending with `redirect` (`2>/dev/null`).
+    fn start_redirected(
+        first: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+        redirect: &str,
+    ) -> Pane {
         let home = TempDir::new("tty");
         let work = home.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
@@ -70,7 +80,7 @@ impl Pane {
             script.push_str(&format!("{bin} {} >/dev/null 2>&1\n", first.join(" ")));
         }
         script.push_str(&format!(
-            "{bin} {}\necho EXIT=$?\nsleep 600\n",
+            "{bin} {} {redirect}\necho EXIT=$?\nsleep 600\n",
             quoted.join(" ")
         ));
         let file = home.path().join("run.sh");
@@ -114,6 +124,13 @@ impl Pane {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The pane's title (a program sets it with OSC 0 or OSC 2).
+    fn title(&self) -> String {
+        self.tmux(&["display-message", "-p", "-t", "t", "#{pane_title}"])
+            .trim()
+            .to_owned()
+    }
+
     /// The visible screen and its history.
     fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-J", "-S", "-200", "-t", "t"])
@@ -139,12 +156,41 @@ impl Pane {
         self.wait_for_n(text, 1)
     }
 
-    /// Types `text` and Enter.
+    /// Waits until the client reads a line: the screen's last line is a prompt (`›`). Keys
+    /// typed earlier can be lost: the line editor asks the terminal where the cursor is when it
+    /// starts, and reads (and drops) what was typed before the answer.
+    fn wait_for_prompt(&self) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            let last = screen.lines().rev().find(|l| !l.trim().is_empty());
+            if last.is_some_and(|l| l.trim_end().ends_with('›')) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited for a prompt; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `text` and Enter at the client's next prompt, and waits until the line editor
+    /// has taken it (its echo is on the screen): keys typed while no editor reads are kept by
+    /// the terminal, but keys that reach an editor that is returning a line are lost with it.
     fn type_line(&self, text: &str) {
+        self.wait_for_prompt();
+        let echo = format!("› {text}");
+        let before = self.screen().matches(echo.trim_end()).count();
         if !text.is_empty() {
             self.tmux(&["send-keys", "-t", "t", "-l", text]);
         }
         self.tmux(&["send-keys", "-t", "t", "Enter"]);
+        if text.is_empty() {
+            std::thread::sleep(Duration::from_millis(300));
+        } else {
+            self.wait_for_n(echo.trim_end(), before + 1);
+        }
     }
 
     fn keys(&self, keys: &str) {
@@ -197,7 +243,11 @@ fn a_question_is_asked_inline_with_numbered_options() {
         return;
     }
     let pane = Pane::start(&["exec", "--agent", "mock", "ask"]);
-    let screen = pane.wait_for("1. vitest — Fast, Vite-native test runner");
+    let screen = pane.wait_for("(a number, or your own answer; empty to skip)");
+    assert!(
+        screen.contains("1. vitest — Fast, Vite-native test runner"),
+        "{screen}"
+    );
     assert!(
         screen.contains("? Tests: Which test framework?"),
         "{screen}"
@@ -268,8 +318,11 @@ fn ctrl_c_cancels_a_hanging_turn_and_exits_130() {
     pane.keys("C-c");
     let screen = pane.wait_for("EXIT=");
     assert!(screen.contains("EXIT=130"), "{screen}");
-    assert!(screen.contains("cancelling the turn"), "{screen}");
-    assert!(screen.contains("⊘ cancelled in "), "{screen}");
+    // One line says it, the spinner is gone: the screen is the closing line and EXIT.
+    let lines: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{screen}");
+    assert!(lines[0].starts_with("⊘ cancelled in "), "{screen}");
+    assert_eq!(lines[1], "EXIT=130", "{screen}");
     assert_eq!(pane.leftovers(), Vec::<String>::new());
 }
 
@@ -326,8 +379,8 @@ fn resume_without_a_prompt_opens_the_repl_on_the_session() {
         &["resume", "--last"],
         &[],
     );
-    let screen = pane.wait_for("/help for commands");
-    assert!(screen.contains("session "), "{screen}");
+    pane.wait_for("/help for commands");
+    pane.wait_for("\nsession ");
     pane.type_line("/cost");
     pane.wait_for("1.25 credits ($0.01) over 1 turns");
     pane.type_line("echo second");
@@ -370,7 +423,9 @@ fn the_repl_moves_between_sessions_and_modes() {
     pane.type_line("echo again in the second session");
     pane.wait_for_n("✓ completed in ", 3);
     pane.type_line("/sessions");
-    let screen = pane.wait_for("2 turns");
+    pane.wait_for("2 turns");
+    pane.wait_for_prompt();
+    let screen = pane.screen();
     // `/sessions` lines: `<mark> <id>  mock …`, the current session marked `*`.
     let listed: Vec<(bool, String)> = screen
         .lines()
@@ -421,4 +476,29 @@ fn the_repl_moves_between_sessions_and_modes() {
         assert_eq!(info["agentMode"], "plan", "{info}");
         assert_eq!(info["turns"], turns, "{info}");
     }
+}
+
+/// The agent's text never drives the terminal: an OSC 2 (window title) and a CSI 2J (clear
+/// screen) in its answer are shown as visible escapes — in the live view, and on stdout when
+/// stdout is the terminal — and the pane's title stays as it was.
+#[test]
+fn control_sequences_from_the_agent_never_reach_the_terminal() {
+    if !have_tmux() {
+        return;
+    }
+    let evil = "echo title \x1b]2;pwned-title\x07 cleared \x1b[2J end";
+    let shown = "title \\e]2;pwned-title\\a cleared \\e[2J end";
+    // stderr and stdout are the terminal: the answer streams on stderr.
+    let pane = Pane::start(&["exec", "--agent", "mock", evil]);
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains(shown), "{screen}");
+    assert!(screen.contains("✓ completed in "), "{screen}");
+    assert!(!pane.title().contains("pwned"), "{}", pane.title());
+    // Only stdout is the terminal: the answer printed there is shown, not obeyed, too.
+    let pane = Pane::start_redirected(&[], &["exec", "--agent", "mock", evil], &[], "2>/dev/null");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains(shown), "{screen}");
+    assert!(!pane.title().contains("pwned"), "{}", pane.title());
 }

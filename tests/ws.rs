@@ -15,206 +15,10 @@ use serde_json::{json, Value};
 use support::api::assert_problem_response;
 use support::daemon::{Daemon, DaemonOptions, TempDir};
 use support::events::{count, of_type, turn_ends};
-use tokio::net::TcpStream;
+use support::ws::*;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-/// Generous limit for anything that waits on the daemon (the machine is shared and loaded).
-const WAIT: Duration = Duration::from_secs(60);
-
-// ----- helpers ------------------------------------------------------------------------------
-
-/// A daemon whose WebSocket sessions run the mock agent unless a prompt names another.
-fn daemon(extra: &[&str]) -> Daemon {
-    let mut args = vec!["--ws-default-agent".to_owned(), "mock".to_owned()];
-    args.extend(extra.iter().map(|a| (*a).to_owned()));
-    Daemon::start_with(DaemonOptions {
-        args,
-        ..Default::default()
-    })
-}
-
-/// One client connection.
-struct Ws {
-    stream: WebSocketStream<MaybeTlsStream<TcpStream>>,
-    next_txid: i64,
-}
-
-/// The `/v1/ws` URL of a daemon.
-fn ws_url(d: &Daemon) -> String {
-    format!("{}/v1/ws", d.base.replacen("http://", "ws://", 1))
-}
-
-/// Opens `/v1/ws` with these extra request headers.
-async fn connect_with(
-    d: &Daemon,
-    headers: &[(&'static str, &str)],
-) -> Result<
-    (
-        Ws,
-        tokio_tungstenite::tungstenite::handshake::client::Response,
-    ),
-    WsError,
-> {
-    let mut request = ws_url(d).into_client_request()?;
-    for (name, value) in headers {
-        request
-            .headers_mut()
-            .insert(*name, HeaderValue::from_str(value).expect("header value"));
-    }
-    let (stream, response) = tokio_tungstenite::connect_async(request).await?;
-    Ok((
-        Ws {
-            stream,
-            next_txid: 1,
-        },
-        response,
-    ))
-}
-
-impl Ws {
-    /// Opens `/v1/ws` with the daemon's token (if any) in `Authorization`.
-    async fn connect(d: &Daemon) -> Ws {
-        let bearer = d.token.as_ref().map(|t| format!("Bearer {t}"));
-        let headers: Vec<(&'static str, &str)> = bearer
-            .as_deref()
-            .map(|b| vec![("authorization", b)])
-            .unwrap_or_default();
-        connect_with(d, &headers).await.expect("connect /v1/ws").0
-    }
-
-    async fn send_text(&mut self, text: &str) {
-        self.stream
-            .send(Message::Text(text.into()))
-            .await
-            .expect("send a frame");
-    }
-
-    /// Sends a message with the next txid; returns the txid.
-    async fn send(&mut self, mut message: Value) -> i64 {
-        let txid = self.next_txid;
-        self.next_txid += 1;
-        message["txid"] = json!(txid);
-        self.send_text(&message.to_string()).await;
-        txid
-    }
-
-    /// Sends an `action` with `data`; returns the txid.
-    async fn action(&mut self, data: Value) -> i64 {
-        self.send(json!({"type": "action", "data": data})).await
-    }
-
-    /// The next text message, parsed (panics on close or after `WAIT`).
-    async fn recv(&mut self) -> Value {
-        loop {
-            let frame = tokio::time::timeout(WAIT, self.stream.next())
-                .await
-                .expect("a message in time")
-                .expect("the connection is open")
-                .expect("a frame");
-            match frame {
-                Message::Text(text) => return serde_json::from_str(&text).expect("JSON message"),
-                Message::Close(close) => panic!("the connection closed: {close:?}"),
-                _ => {}
-            }
-        }
-    }
-
-    /// Every message up to and including the first that satisfies `pred`.
-    async fn recv_until(&mut self, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
-        let mut got = Vec::new();
-        loop {
-            let m = self.recv().await;
-            let done = pred(&m);
-            got.push(m);
-            if done {
-                return got;
-            }
-        }
-    }
-
-    /// Expects the next message to be the successful ack of `txid`.
-    async fn acked(&mut self, txid: i64) {
-        let m = self.recv().await;
-        assert_eq!(
-            m,
-            json!({"type": "ack", "txid": txid, "success": true, "error": null})
-        );
-    }
-
-    /// Sends `identify` and expects its ack.
-    async fn identify(&mut self, session: &str) {
-        let txid = self
-            .send(json!({"type": "identify", "clientSessionId": session}))
-            .await;
-        self.acked(txid).await;
-    }
-
-    /// Sends a prompt, expects its ack, and returns every message up to the prompt's end
-    /// (`prompt-response` or `prompt-error`).
-    async fn prompt(&mut self, data: Value) -> Vec<Value> {
-        let prompt_id = data["promptId"].as_str().expect("promptId").to_owned();
-        let mut data = data;
-        data["type"] = json!("prompt");
-        let txid = self.action(data).await;
-        self.acked(txid).await;
-        self.recv_until(|m| ends_prompt(m, &prompt_id)).await
-    }
-}
-
-/// True for the `prompt-response` or `prompt-error` of `prompt_id`.
-fn ends_prompt(m: &Value, prompt_id: &str) -> bool {
-    let d = &m["data"];
-    m["type"] == "action"
-        && ((d["type"] == "prompt-response" && d["promptId"] == prompt_id)
-            || (d["type"] == "prompt-error" && d["userInputId"] == prompt_id))
-}
-
-/// The `data` of the server actions of type `kind`.
-fn actions<'m>(messages: &'m [Value], kind: &str) -> Vec<&'m Value> {
-    messages
-        .iter()
-        .filter(|m| m["type"] == "action" && m["data"]["type"] == kind)
-        .map(|m| &m["data"])
-        .collect()
-}
-
-/// The chunks of `prompt_id`, in order.
-fn chunks(messages: &[Value], prompt_id: &str) -> Vec<String> {
-    actions(messages, "response-chunk")
-        .into_iter()
-        .filter(|d| d["userInputId"] == prompt_id)
-        .map(|d| d["chunk"].as_str().expect("chunk text").to_owned())
-        .collect()
-}
-
-/// The last message's `data` (a prompt's end).
-fn last_data(messages: &[Value]) -> &Value {
-    &messages.last().expect("messages")["data"]
-}
-
-/// The status of an upgrade the daemon refused.
-fn refused<T>(result: Result<T, WsError>) -> u16 {
-    match result {
-        Err(WsError::Http(response)) => response.status().as_u16(),
-        Err(other) => panic!("not an HTTP refusal: {other}"),
-        Ok(_) => panic!("the upgrade was accepted"),
-    }
-}
-
-/// Waits until the session exists (a prompt creates it after its ack) and its status is
-/// `status` (over HTTP).
-async fn wait_status(d: &Daemon, id: &str, status: &str) -> Value {
-    let deadline = Instant::now() + WAIT;
-    while d.get(&format!("/v1/sessions/{id}")).await.status() != 200 {
-        assert!(Instant::now() < deadline, "session {id} was never created");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    d.wait_status(id, status, WAIT).await
-}
+use tokio_tungstenite::tungstenite::Message;
 
 // ----- the protocol's messages --------------------------------------------------------------
 
@@ -228,10 +32,7 @@ async fn identify_and_ping_are_acked_with_their_txid() {
     ws.send_text(r#"{"type":"ping","txid":42}"#).await;
     ws.acked(42).await;
     ws.send_text(r#"{"type":"ping"}"#).await;
-    assert_eq!(
-        ws.recv().await,
-        json!({"type": "ack", "txid": null, "success": true, "error": null})
-    );
+    assert_eq!(ws.recv().await, json!({"type": "ack", "success": true}));
     // Identifying creates nothing: the first prompt or init does.
     assert_eq!(d.get("/v1/sessions/session-abc123").await.status(), 404);
     drop(ws);
@@ -293,8 +94,8 @@ async fn a_failing_prompt_gets_a_prompt_error_with_the_typed_cause() {
     assert_eq!(
         last_data(&got),
         &json!({"type": "prompt-error", "userInputId": "p-fail",
-            "message": "Codebuff backend unreachable (mock failure)", "error": "backend_error",
-            "remainingBalance": null, "sessionId": "f1"})
+            "message": "Codebuff backend unreachable (mock failure) (the agent exited with status 3)",
+            "error": "backend_error", "sessionId": "f1"})
     );
     // The session goes on: the next prompt works.
     let got = ws
@@ -338,7 +139,10 @@ async fn ask_sends_a_question_action_and_the_answer_completes_the_prompt() {
     let mut ws = Ws::connect(&d).await;
     ws.identify("q1").await;
     let txid = ws
-        .action(json!({"type": "prompt", "promptId": "p-ask", "prompt": "ask"}))
+        .action(
+            json!({"type": "prompt", "promptId": "p-ask", "prompt": "ask",
+            "extensions": ["question"]}),
+        )
         .await;
     ws.acked(txid).await;
     let got = ws.recv_until(|m| m["data"]["type"] == "question").await;
@@ -423,7 +227,10 @@ async fn permission_requests_are_actions_and_the_replies_decide() {
     let mut ws = Ws::connect(&d).await;
     ws.identify("g1").await;
     let txid = ws
-        .action(json!({"type": "prompt", "promptId": "p-gated", "prompt": "gated"}))
+        .action(
+            json!({"type": "prompt", "promptId": "p-gated", "prompt": "gated",
+            "extensions": ["permission"]}),
+        )
         .await;
     ws.acked(txid).await;
     let got = ws.recv_until(|m| m["data"]["type"] == "permission").await;
@@ -488,7 +295,8 @@ async fn init_reports_the_sessions_real_usage_and_budget() {
     ws.acked(txid).await;
     let reply = ws.recv().await;
     assert_eq!(reply["data"]["usage"], 0.0);
-    assert_eq!(reply["data"]["remainingBalance"], Value::Null);
+    // Without a budget the protocol's required balance is the usage.
+    assert_eq!(reply["data"]["remainingBalance"], 0.0);
     assert_eq!(d.info("u2").await["agent"], "mock");
     d.stop();
 }
@@ -617,8 +425,9 @@ async fn bad_messages_get_a_failed_ack_and_the_connection_goes_on() {
         )
     };
     ws.send_text(r#"{"type": "ping", "txid": 1"#).await;
-    let (txid, error) = failed(&ws.recv().await);
-    assert_eq!(txid, Value::Null);
+    let m = ws.recv().await;
+    assert!(m.get("txid").is_none(), "no usable txid, none echoed: {m}");
+    let (_, error) = failed(&m);
     assert!(error.starts_with("invalid JSON: "), "{error}");
 
     ws.send_text(r#"{"txid": 2}"#).await;
@@ -905,37 +714,44 @@ async fn one_connection_drives_many_sessions() {
 
 #[tokio::test]
 async fn open_connections_hold_their_slots_and_are_closed_going_away_at_shutdown() {
-    let d = daemon(&["--max-connections", "2"]);
+    // Four slots: two for WebSockets, two kept for plain requests (`scope.rs`).
+    let d = daemon(&["--max-connections", "4"]);
     let mut first = Ws::connect(&d).await;
     let mut second = Ws::connect(&d).await;
     for ws in [&mut first, &mut second] {
         let txid = ws.send(json!({"type": "ping"})).await;
         ws.acked(txid).await;
     }
-    // Both slots are taken by the upgraded connections: a third connection waits in the backlog.
+    // The WebSockets' share is taken: a third upgrade is refused, plain requests are served.
+    match connect_with(&d, &[]).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 503)
+        }
+        other => panic!("a third WebSocket was accepted: {:?}", other.map(|_| ())),
+    }
     let fresh = || {
         reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .build()
             .expect("a client")
     };
-    let waiting = tokio::time::timeout(
-        Duration::from_millis(1500),
-        fresh().get(d.url("/v1/health")).send(),
-    )
-    .await;
-    assert!(
-        waiting.is_err(),
-        "a third connection was served while two WebSockets held both slots: {waiting:?}"
-    );
+    let health = tokio::time::timeout(WAIT, fresh().get(d.url("/v1/health")).send())
+        .await
+        .expect("health is served while WebSockets hold their share")
+        .expect("a response");
+    assert_eq!(health.status(), 200);
     // Closing one gives its slot back.
     first.stream.close(None).await.expect("close the first");
     drop(first);
-    let health = tokio::time::timeout(WAIT, fresh().get(d.url("/v1/health")).send())
-        .await
-        .expect("served once a slot is free")
-        .expect("a response");
-    assert_eq!(health.status(), 200);
+    let deadline = Instant::now() + WAIT;
+    let third = loop {
+        if let Ok((ws, _)) = connect_with(&d, &[]).await {
+            break ws;
+        }
+        assert!(Instant::now() < deadline, "the slot never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    drop(third);
     // Shutting down closes the open WebSocket with 1001 and a reason; the daemon exits 0.
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(d.pid()),

@@ -48,7 +48,7 @@ pub fn user_message(
     let parsed = parse(blocks)?;
     let mut images = Vec::with_capacity(parsed.images.len());
     if !parsed.images.is_empty() {
-        std::fs::create_dir_all(image_dir)?;
+        crate::private_files::create_dir_all(image_dir)?;
     }
     for image in parsed.images {
         let path = image_dir.join(format!(
@@ -56,7 +56,7 @@ pub fn user_message(
             uuid::Uuid::new_v4().simple(),
             extension(&image.mime)
         ));
-        std::fs::write(&path, &image.bytes)?;
+        crate::private_files::write(&path, &image.bytes)?;
         images.push(TurnImage {
             path: path.display().to_string(),
             mime: image.mime,

@@ -1,8 +1,11 @@
 //! Permission requests (`permission.requested`, issue 12's gating) as ACP
 //! `session/request_permission`, and the client's choice as the session's reply. Pure.
 //!
-//! The options, by kind: `allow_once` ("Allow"), `allow_always` ("Always allow": the session
-//! allows this tool, or this command's prefix, from now on), `reject_once` ("Reject"),
+//! The title shows a command whole (the agent's own title may shorten it). The options, by kind:
+//! `allow_once` ("Allow"), `allow_always` ("Always allow": the session allows this tool, or this
+//! command's prefix, from now on; for a command the name says which prefix — "Always allow `git
+//! status …`" — or "Always allow this exact command line" when the line is more than one simple
+//! command), `reject_once` ("Reject"),
 //! `reject_always` ("Always reject": rejects this call; codebuffd keeps no reject rules, so the
 //! next one asks again). A `cancelled` outcome (the turn is being cancelled) rejects.
 
@@ -78,6 +81,15 @@ pub fn request(
         .map(str::to_owned)
         .or_else(|| s("toolName").map(|t| tools::title(t, m.get("input").unwrap_or(&empty))))
         .unwrap_or_else(|| p.action.clone());
+    let title = match s("command") {
+        Some(command) if !title.contains(command) => format!("Run `{command}`"),
+        _ => title,
+    };
+    let always = match (s("command"), s("alwaysPrefix")) {
+        (Some(_), Some(prefix)) => format!("Always allow `{prefix} …`"),
+        (Some(_), None) => "Always allow this exact command line".to_owned(),
+        (None, _) => "Always allow".to_owned(),
+    };
     let mut fields = ToolCallUpdateFields::new()
         .title(title)
         .kind(kind(s("kind")));
@@ -106,7 +118,14 @@ pub fn request(
         ToolCallUpdate::new(id, fields),
         OPTIONS
             .iter()
-            .map(|(id, name, kind)| PermissionOption::new(*id, *name, *kind))
+            .map(|(id, name, kind)| {
+                let name = if *id == "allow_always" {
+                    always.clone()
+                } else {
+                    (*name).to_owned()
+                };
+                PermissionOption::new(*id, name, *kind)
+            })
             .collect(),
     )
 }
@@ -138,7 +157,7 @@ mod tests {
             metadata: Some(json!({
                 "toolCallId": "c1", "toolName": "run_terminal_command", "kind": "execute",
                 "title": "Run `rm -rf build`", "command": "rm -rf build", "paths": ["build"],
-                "input": {"command": "rm -rf build"}
+                "input": {"command": "rm -rf build"}, "alwaysPrefix": "rm"
             })),
         }
     }
@@ -162,8 +181,26 @@ mod tests {
             kinds,
             ["allow_once", "allow_always", "reject_once", "reject_always"]
         );
+        assert_eq!(json["options"][1]["name"], "Always allow `rm …`");
         let own = request("s", Path::new("/w"), None, &data());
         assert_eq!(own.tool_call.tool_call_id.to_string(), "permission-perm-1");
+    }
+
+    #[test]
+    fn a_command_is_shown_whole_and_always_says_what_it_allows() {
+        let long = format!("ls -la; {}", "x".repeat(200));
+        let mut p = data();
+        p.metadata = Some(json!({
+            "toolName": "run_terminal_command", "kind": "execute",
+            "title": "Run `ls -la; xxxxxxxx…`", "command": long, "alwaysPrefix": null,
+            "input": {"command": long}
+        }));
+        let json = serde_json::to_value(request("s", Path::new("/w"), None, &p)).unwrap();
+        assert_eq!(json["toolCall"]["title"], format!("Run `{long}`"));
+        assert_eq!(
+            json["options"][1]["name"],
+            "Always allow this exact command line"
+        );
     }
 
     #[test]

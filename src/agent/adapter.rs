@@ -192,7 +192,7 @@ pub async fn unpack_and_install(dest: &Path, replace_incomplete: bool) -> Result
     let parent = dest.parent().ok_or_else(|| {
         InstallError(format!("cannot unpack the adapter into {}", dest.display()))
     })?;
-    std::fs::create_dir_all(parent)
+    crate::private_files::create_dir_all(parent)
         .map_err(|e| InstallError(format!("cannot create {}: {e}", parent.display())))?;
     let temp = parent.join(format!(
         ".tmp-{}-{}",
@@ -265,8 +265,10 @@ async fn unpack_into(
 
 /// Writes the embedded files under `dir` (created; must not exist).
 fn write_files(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir(dir)?;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .mode(crate::private_files::DIR_MODE)
+        .create(dir)?;
     for (path, content) in ADAPTER_FILES {
         let file = dir.join(path);
         if let Some(parent) = file.parent() {

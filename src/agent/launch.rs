@@ -64,6 +64,10 @@ pub enum LaunchError {
     NotExecutable,
     #[error("the session's directory does not exist (any more)")]
     DirectoryMissing,
+    /// The directory (a symbolic link repointed since the session was created, say) now
+    /// resolves inside a directory sessions may not work in; the field says which kind.
+    #[error("the session's directory now resolves inside {0}; sessions may not work there (an agent could change the daemon itself)")]
+    DirectoryProtected(&'static str),
     #[error("the daemon has run out of resources to start the agent (open files or processes); try again later")]
     ResourcesExhausted,
     #[error("the agent's command line or environment is too long")]
@@ -79,6 +83,7 @@ impl LaunchError {
             LaunchError::NoCredential => "credentials_missing",
             LaunchError::ProgramMissing | LaunchError::NotExecutable => "agent_not_installed",
             LaunchError::DirectoryMissing => "directory_missing",
+            LaunchError::DirectoryProtected(_) => "directory_protected",
             LaunchError::ResourcesExhausted => "resources_exhausted",
             LaunchError::TooLong => "input_too_long",
             LaunchError::Other(_) => "agent_start_failed",

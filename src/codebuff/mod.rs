@@ -12,6 +12,7 @@ mod intake;
 mod open_items;
 mod permissions;
 mod questions;
+mod shell;
 mod text_buf;
 mod tools;
 
@@ -24,6 +25,7 @@ pub use event::{
 };
 pub use intake::Stream;
 pub use permissions::{
-    command_prefix, DecidedBy, PermissionError, PermissionMode, PermissionReply, PermissionRequest,
+    DecidedBy, PermissionError, PermissionMode, PermissionReply, PermissionRequest,
 };
 pub use questions::QuestionError;
+pub use shell::{command_prefix, simple_command, Word};

@@ -14,9 +14,26 @@ use crate::universal::{
     ItemStatus, RawLine, ReasoningVisibility,
 };
 
-/// The owner of streamed text: `None` for the root agent, else a subagent id (or, for reasoning
-/// of a run that cannot be placed, that run id).
-pub(crate) type Owner = Option<String>;
+/// Who streams a piece of text: each owner has at most one open message (and reasoning is
+/// closed per owner), so text of two agents never interleaves in one item.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Owner {
+    /// The agent the user talks to.
+    Root,
+    /// A subagent, by its id; for reasoning of a run that cannot be placed under a known
+    /// subagent, that run's id.
+    Agent(String),
+}
+
+impl Owner {
+    /// The subagent (or run) id, `None` for the root agent.
+    pub(crate) fn agent_id(&self) -> Option<&str> {
+        match self {
+            Owner::Root => None,
+            Owner::Agent(id) => Some(id),
+        }
+    }
+}
 
 /// What an open item streams.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,14 +191,14 @@ pub(crate) struct OpenItems {
 }
 
 impl OpenItems {
-    /// The open message of `owner`, if any.
-    pub(crate) fn message(&mut self, owner: &Owner) -> Option<&mut OpenItem> {
-        self.messages.get_mut(owner)
-    }
-
-    /// Notes an opened message of `owner`.
-    pub(crate) fn insert_message(&mut self, owner: Owner, item: OpenItem) -> &mut OpenItem {
-        self.messages.entry(owner).insert_entry(item).into_mut()
+    /// The open message of `owner`, opened with `open(owner)` (which drafts its
+    /// `item.started`) if there is none.
+    pub(crate) fn message_or_open(
+        &mut self,
+        owner: Owner,
+        open: impl FnOnce(&Owner) -> OpenItem,
+    ) -> &mut OpenItem {
+        self.messages.entry(owner).or_insert_with_key(open)
     }
 
     /// Takes the open message of `owner` out (to complete it).
@@ -385,9 +402,9 @@ mod tests {
         let mut out = Vec::new();
         let mut items = OpenItems::default();
         let m2 = open("itm_2", Streamed::Message, &mut out);
-        items.insert_message(Some("sub".into()), m2);
+        items.message_or_open(Owner::Agent("sub".into()), |_| m2);
         let m1 = open("itm_1", Streamed::Message, &mut out);
-        items.insert_message(None, m1);
+        items.message_or_open(Owner::Root, |_| m1);
         let r = open(
             "itm_3",
             Streamed::ToolResult {
@@ -418,14 +435,14 @@ mod tests {
         let mut out = Vec::new();
         let mut items = OpenItems::default();
         let root = open("itm_1", Streamed::Reasoning, &mut out);
-        items.insert_reasoning("r0".into(), None, root);
+        items.insert_reasoning("r0".into(), Owner::Root, root);
         let sub = open("itm_2", Streamed::Reasoning, &mut out);
-        items.insert_reasoning("r1".into(), Some("sub".into()), sub);
+        items.insert_reasoning("r1".into(), Owner::Agent("sub".into()), sub);
         let mut out = Vec::new();
-        items.close_reasoning_of(&None, &mut out);
+        items.close_reasoning_of(&Owner::Root, &mut out);
         assert!(items.reasoning("r0").is_none());
         assert!(items.reasoning("r1").is_some());
-        items.close_reasoning_unless(|o| o.is_none(), &mut out);
+        items.close_reasoning_unless(|o| *o == Owner::Root, &mut out);
         assert!(items.reasoning("r1").is_none());
     }
 }

@@ -7,12 +7,15 @@
 //! request is rejected); `acceptEdits` lets edits run and asks for commands; `default` asks for
 //! everything. An `always` answer is remembered for the session: for that tool, or for a
 //! command, for that command's prefix (its program and subcommand, e.g. `npm test`, `git
-//! status`, `ls`).
+//! status`, `ls`) — but only when the command is one simple command (`shell.rs`); a later
+//! command matches the rule only when it is one too. For any other command line (`ls; touch x`,
+//! `ls $(…)`, `sh -c …`) `always` remembers that exact line and nothing else.
 
 use std::collections::HashMap;
 
 use serde_json::{json, Map, Value};
 
+use super::shell::command_prefix;
 use crate::universal::{EventData, EventDraft, PermissionData, PermissionStatus};
 
 /// The session's permission mode.
@@ -99,7 +102,10 @@ impl PermissionRequest {
     /// The `always` rule this request falls under.
     fn rule(&self) -> Rule {
         match &self.command {
-            Some(command) if self.is_command() => Rule::Command(command_prefix(command)),
+            Some(command) if self.is_command() => match command_prefix(command) {
+                Some(prefix) => Rule::Command(prefix),
+                None => Rule::Line(command.clone()),
+            },
             _ => Rule::Tool(self.tool_name.clone()),
         }
     }
@@ -114,26 +120,12 @@ impl PermissionRequest {
         m.insert("paths".into(), json!(self.paths));
         m.insert("input".into(), self.input.clone());
         m.insert("options".into(), json!(["once", "always", "reject"]));
-        m
-    }
-}
-
-/// The program and, when there is one, the subcommand of a command: what an `always` allows.
-pub fn command_prefix(command: &str) -> String {
-    let mut words = command.split_whitespace();
-    let Some(program) = words.next() else {
-        return String::new();
-    };
-    match words.next() {
-        Some(sub)
-            if sub
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':'))
-                && !sub.starts_with('-') =>
-        {
-            format!("{program} {sub}")
+        if let Some(command) = self.command.as_ref().filter(|_| self.is_command()) {
+            // What `always` would allow: the prefix, or null for "this exact line only".
+            let prefix = command_prefix(command).map(|p| p.join(" "));
+            m.insert("alwaysPrefix".into(), json!(prefix));
         }
-        _ => program.to_owned(),
+        m
     }
 }
 
@@ -142,8 +134,10 @@ pub fn command_prefix(command: &str) -> String {
 enum Rule {
     /// Every call of this tool.
     Tool(String),
-    /// Every command with this prefix.
-    Command(String),
+    /// Every simple command with this program and subcommand (`shell::command_prefix`).
+    Command(Vec<String>),
+    /// This exact command line (one that is not a simple command).
+    Line(String),
 }
 
 /// The session's permission mode, its `always` rules and its open requests.
@@ -331,19 +325,6 @@ mod tests {
     }
 
     #[test]
-    fn command_prefixes_keep_program_and_subcommand() {
-        assert_eq!(command_prefix("npm test -- --watch"), "npm test");
-        assert_eq!(command_prefix("git status"), "git status");
-        assert_eq!(command_prefix("ls -la"), "ls");
-        assert_eq!(
-            command_prefix("echo gated-ok > gated-cmd.txt"),
-            "echo gated-ok"
-        );
-        assert_eq!(command_prefix("rm -rf build"), "rm");
-        assert_eq!(command_prefix("  "), "");
-    }
-
-    #[test]
     fn default_mode_asks_for_everything_and_the_answer_resolves_once() {
         let mut b = book(PermissionMode::Default);
         let (draft, line) = b.request(edit("p1"));
@@ -432,6 +413,73 @@ mod tests {
         assert_eq!(m["command"], "rm -rf build");
         assert_eq!(m["kind"], "execute");
         assert_eq!(m["options"], json!(["once", "always", "reject"]));
+        assert_eq!(m["alwaysPrefix"], "rm");
         assert_eq!(b.open_ids(), vec!["p1"]);
+        let (draft, _) = b.request(command("p2", "ls; rm -rf build"));
+        assert_eq!(
+            data(&draft).1.metadata.as_ref().unwrap()["alwaysPrefix"],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn always_for_a_simple_command_allows_only_simple_commands_of_that_prefix() {
+        let mut b = book(PermissionMode::Default);
+        let mut n = 0;
+        let mut ask = |b: &mut PermissionBook, cmd: &str| {
+            n += 1;
+            let (draft, line) = b.request(command(&format!("p{n}"), cmd));
+            (data(&draft).0, line.is_some(), format!("p{n}"))
+        };
+        for first in ["git status", "ls"] {
+            let (kind, _, id) = ask(&mut b, first);
+            assert_eq!(kind, "requested");
+            b.resolve(&id, PermissionReply::Always, DecidedBy::User, None)
+                .unwrap();
+        }
+        for allowed in ["git status --short", "ls -la", "'ls' -l", "ls"] {
+            assert_eq!(ask(&mut b, allowed).0, "resolved", "{allowed}");
+        }
+        for asked in [
+            "git status --short || touch x",
+            "git status; touch x",
+            "ls -la; touch x",
+            "ls $(touch x)",
+            "ls `touch x`",
+            "ls | sh -c 'touch x'",
+            "ls > /dev/null; touch x",
+            "ls > x",
+            "ls\ntouch x",
+            "ls
+touch x",
+            "ls && touch x",
+            "PATH=. ls",
+            "git push",
+        ] {
+            let (kind, _, id) = ask(&mut b, asked);
+            assert_eq!(kind, "requested", "{asked:?}");
+            b.resolve(&id, PermissionReply::Once, DecidedBy::User, None)
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn always_for_a_compound_command_allows_that_exact_line_only() {
+        let mut b = book(PermissionMode::Default);
+        b.request(command("p1", "echo gated-ok > gated-cmd.txt"));
+        b.resolve("p1", PermissionReply::Always, DecidedBy::User, None)
+            .unwrap();
+        let (draft, _) = b.request(command("p2", "echo gated-ok > gated-cmd.txt"));
+        assert_eq!(data(&draft).0, "resolved");
+        let (draft, _) = b.request(command("p3", "echo gated-ok > other.txt"));
+        assert_eq!(data(&draft).0, "requested");
+        let (draft, _) = b.request(command("p4", "echo gated-ok"));
+        assert_eq!(data(&draft).0, "requested");
+        // A runner's `always` is its exact line too.
+        b.request(command("p5", "sh -c 'ls'"));
+        b.resolve("p5", PermissionReply::Always, DecidedBy::User, None)
+            .unwrap();
+        let (draft, _) = b.request(command("p6", "sh -c 'touch x'"));
+        assert_eq!(data(&draft).0, "requested");
     }
 }

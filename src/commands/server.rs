@@ -34,8 +34,11 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
             ws: crate::ws::WsOptions {
                 heartbeat_timeout: config.ws_heartbeat_timeout,
                 default_agent: config.ws_default_agent.clone(),
+                max_frame_bytes: config.ws_max_frame_bytes,
+                question_timeout: config.ws_question_timeout,
             },
             data_dir: Some(config.data_dir.clone()),
+            acp: config.acp,
         },
     );
     let addr = SocketAddr::new(config.host, config.port);

@@ -123,6 +123,11 @@ impl<'a> Layers<'a> {
         Ok(())
     }
 
+    /// The sources, to record that one setting stands for another (a token read from a file).
+    pub fn sources_mut(&mut self) -> &mut BTreeMap<&'static str, Source> {
+        &mut self.sources
+    }
+
     /// What was set where, one entry per setting looked up.
     pub fn sources(&self) -> &BTreeMap<&'static str, Source> {
         &self.sources

@@ -2,7 +2,7 @@
 //! [`Layers`] for the precedence), checked once here.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod layers;
@@ -37,6 +37,8 @@ pub struct DaemonConfig {
     pub allow_loader_env: bool,
     /// Connections served at once; `None` = from the open-files limit.
     pub max_connections: Option<usize>,
+    /// ACP servers at most, and how long an idle one is kept.
+    pub acp: crate::acp::remote::AcpLimits,
     /// How long a client may take to send a request's headers.
     pub header_read_timeout: Duration,
     /// Keep a warm agent process per agent kind in use.
@@ -56,6 +58,10 @@ pub struct DaemonConfig {
     pub ws_heartbeat_timeout: Duration,
     /// `/v1/ws`: the agent of the sessions it creates for prompts that name none.
     pub ws_default_agent: String,
+    /// `/v1/ws`: the largest message a client may send.
+    pub ws_max_frame_bytes: usize,
+    /// `/v1/ws`: how long a question its client is not shown waits before it is declined.
+    pub ws_question_timeout: Duration,
     /// Where each setting came from (`codebuffd config show`).
     pub sources: BTreeMap<&'static str, Source>,
     /// Deprecated settings that were read, to log once logging is up.
@@ -91,6 +97,7 @@ pub const SERVER_KEYS: &[&str] = &[
     "host",
     "port",
     "token",
+    "token_file",
     "no_token",
     "cors_allow_origin",
     "allowed_host",
@@ -105,6 +112,8 @@ pub const SERVER_KEYS: &[&str] = &[
     "sse_keep_alive",
     "header_read_timeout",
     "max_connections",
+    "max_acp_servers",
+    "acp_idle_timeout",
     "permission_mode",
     "permission_timeout",
     "max_session_credits",
@@ -113,6 +122,8 @@ pub const SERVER_KEYS: &[&str] = &[
     "allow_loader_env",
     "ws_heartbeat_timeout",
     "ws_default_agent",
+    "ws_max_frame_bytes",
+    "ws_question_timeout",
 ];
 
 /// The terminal client's own settings (`term/settings.rs`), also accepted in the files the
@@ -210,6 +221,23 @@ impl DaemonConfig {
         if max_connections == Some(0) {
             return Err(ConfigError("max connections must be at least 1".into()));
         }
+        let defaults = crate::acp::remote::AcpLimits::default();
+        let max_acp_servers = l
+            .value("max_acp_servers", args.max_acp_servers)?
+            .unwrap_or(defaults.max_servers);
+        if max_acp_servers == 0 {
+            return Err(ConfigError("max ACP servers must be at least 1".into()));
+        }
+        let acp_idle_timeout = positive_seconds(
+            "ACP idle timeout",
+            l.value("acp_idle_timeout", args.acp_idle_timeout)?
+                .unwrap_or(defaults.idle_timeout.as_secs_f64()),
+        )?
+        .unwrap_or(defaults.idle_timeout);
+        let acp = crate::acp::remote::AcpLimits {
+            max_servers: max_acp_servers,
+            idle_timeout: acp_idle_timeout,
+        };
         let header_read_timeout = positive_seconds(
             "header read timeout",
             l.value("header_read_timeout", args.header_read_timeout)?
@@ -262,9 +290,28 @@ impl DaemonConfig {
                 "the WebSocket default agent `{ws_default_agent}` is not `codebuff` or `mock`"
             )));
         }
+        let ws_max_frame_bytes = l
+            .value("ws_max_frame_bytes", args.ws_max_frame_bytes)?
+            .unwrap_or(crate::ws::DEFAULT_MAX_FRAME_BYTES);
+        if !(crate::ws::MIN_FRAME_BYTES..=crate::ws::MAX_FRAME_BYTES).contains(&ws_max_frame_bytes)
+        {
+            return Err(ConfigError(format!(
+                "the WebSocket frame limit must be between {} and {} bytes, got {ws_max_frame_bytes}",
+                crate::ws::MIN_FRAME_BYTES,
+                crate::ws::MAX_FRAME_BYTES
+            )));
+        }
+        let ws_question_timeout = positive_seconds(
+            "WebSocket question timeout",
+            l.value("ws_question_timeout", args.ws_question_timeout)?
+                .unwrap_or(crate::ws::DEFAULT_QUESTION_TIMEOUT_SECS),
+        )?
+        .unwrap_or(Duration::from_secs(60));
         Ok(DaemonConfig {
             ws_heartbeat_timeout,
             ws_default_agent,
+            ws_max_frame_bytes,
+            ws_question_timeout,
             permission_mode,
             permission_timeout,
             max_session_credits,
@@ -272,6 +319,7 @@ impl DaemonConfig {
             warm_start,
             header_read_timeout,
             max_connections,
+            acp,
             allowed_hosts,
             allow_loader_env,
             store,
@@ -306,6 +354,17 @@ fn resolve_token(l: &mut Layers<'_>, args: &ServerArgs) -> Result<Option<String>
         }
     }
     let token = l.value::<String>("token", args.token.clone())?;
+    let token_file = l.value::<PathBuf>("token_file", args.token_file.clone())?;
+    // A token file given at the same or a higher precedence than a token wins over it.
+    let token = match token_file {
+        Some(path) if rank(l.sources().get("token_file")) >= rank(l.sources().get("token")) => {
+            let token = read_token_file(&path)?;
+            let source = l.sources()["token_file"].clone();
+            l.sources_mut().insert("token", source);
+            Some(token)
+        }
+        _ => token,
+    };
     let no_token = l.switch("no_token", args.no_token)?;
     let token_rank = rank(l.sources().get("token"));
     let no_token_rank = rank(l.sources().get("no_token"));
@@ -318,6 +377,24 @@ fn resolve_token(l: &mut Layers<'_>, args: &ServerArgs) -> Result<Option<String>
         return Err(ConfigError("the token must not be empty".into()));
     }
     Ok(token)
+}
+
+/// The token in `path`: its first line, without surrounding whitespace; it must not be empty.
+fn read_token_file(path: &Path) -> Result<String, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError(format!(
+            "cannot read the token file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let token = text.lines().next().unwrap_or("").trim();
+    if token.is_empty() {
+        return Err(ConfigError(format!(
+            "the token file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(token.to_owned())
 }
 
 fn parse_host(h: &str) -> Result<IpAddr, ConfigError> {
@@ -502,6 +579,26 @@ mod tests {
             DaemonConfig::resolve(&args(&["--ws-default-agent", "claude"]), &env(&[])).is_err()
         );
         assert!(DaemonConfig::resolve(&args(&["--ws-heartbeat-timeout", "0"]), &env(&[])).is_err());
+    }
+
+    #[test]
+    fn websocket_frame_limit_and_question_timeout_default_and_are_bounded() {
+        let c = DaemonConfig::resolve(&args(&[]), &env(&[])).unwrap();
+        assert_eq!(c.ws_max_frame_bytes, 16 * 1024 * 1024);
+        assert_eq!(c.ws_question_timeout, Duration::from_secs(60));
+        let c = DaemonConfig::resolve(
+            &args(&["--ws-question-timeout", "0.5"]),
+            &env(&[("CODEBUFFD_WS_MAX_FRAME_BYTES", "65536")]),
+        )
+        .unwrap();
+        assert_eq!(c.ws_max_frame_bytes, 65_536);
+        assert_eq!(c.ws_question_timeout, Duration::from_millis(500));
+        for bad in ["1000", "2000000000"] {
+            let e = DaemonConfig::resolve(&args(&["--ws-max-frame-bytes", bad]), &env(&[]))
+                .unwrap_err();
+            assert!(e.0.contains("frame limit"), "{}", e.0);
+        }
+        assert!(DaemonConfig::resolve(&args(&["--ws-question-timeout", "0"]), &env(&[])).is_err());
     }
 
     #[test]

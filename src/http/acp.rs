@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::extract::{ApiPath, ApiQuery};
 use super::problem::Problem;
-use crate::acp::remote::{EnvelopeLog, PostError, Posted, RegistryError, Servers};
+use crate::acp::remote::{EnvelopeLog, PostError, Posted, Reading, RegistryError, Server, Servers};
 use crate::session::AgentKind;
 
 /// Envelopes read from the log per SSE write at most.
@@ -40,6 +40,11 @@ pub struct AcpHttp {
     pub servers: Arc<Servers>,
     /// Idle time between SSE heartbeats, and between the newlines of a long POST.
     pub keep_alive: Duration,
+    /// The largest `/acp` WebSocket message (`--max-body-bytes`, as for a POST).
+    pub max_message_bytes: usize,
+    /// An `/acp` WebSocket that sends nothing (not even a pong to the daemon's pings) for this
+    /// long is closed (`--ws-heartbeat-timeout`).
+    pub heartbeat_timeout: Duration,
 }
 
 /// The routes, for the `/v1` router.
@@ -102,7 +107,8 @@ pub struct AgentQuery {
         (status = 200, description = "The request's response envelope (possibly after leading newlines)", body = Object),
         (status = 202, description = "A notification or response was delivered"),
         (status = 400, body = Problem), (status = 404, body = Problem), (status = 406, body = Problem),
-        (status = 409, body = Problem), (status = 415, body = Problem)))]
+        (status = 409, body = Problem), (status = 415, body = Problem),
+        (status = 503, description = "`--max-acp-servers` servers live already", body = Problem)))]
 pub async fn post_envelope(
     State(s): State<AcpHttp>,
     ApiPath(server_id): ApiPath<String>,
@@ -160,7 +166,9 @@ pub async fn post_envelope(
     match server.post(envelope).await {
         Ok(Posted::Accepted) => Ok(StatusCode::ACCEPTED.into_response()),
         Ok(Posted::Answer(rx)) => Ok(answer(rx, id, s.keep_alive).await),
-        Err(PostError::NotAnObject) => Err(Problem::invalid(PostError::NotAnObject.to_string())),
+        Err(e @ (PostError::NotAnObject | PostError::Invalid(_))) => {
+            Err(Problem::invalid(e.to_string()))
+        }
         Err(PostError::Closed) => Err(not_found(&server_id)),
     }
 }
@@ -240,7 +248,8 @@ pub async fn stream_envelopes(
             .map_err(|_| Problem::invalid("Last-Event-ID must be a positive integer"))?,
     };
     let server = s.servers.get(&server_id).map_err(registry_problem)?;
-    let stream = envelope_stream(server.log.clone(), after, s.keep_alive);
+    server.touch();
+    let stream = envelope_stream(server, after, s.keep_alive);
     let mut resp = Response::new(Body::from_stream(stream));
     let h = resp.headers_mut();
     h.insert(
@@ -268,6 +277,9 @@ pub async fn delete_server(
 
 /// Reader state of one SSE stream: a cursor, nothing else.
 struct Reader {
+    /// Kept in use (`touch`) while the stream is read.
+    server: Arc<Server>,
+    _reading: Reading,
     log: Arc<EnvelopeLog>,
     after: u64,
     written: tokio::sync::watch::Receiver<u64>,
@@ -278,11 +290,14 @@ struct Reader {
 /// The envelopes after `after`, then live ones as they are written, as SSE text; a heartbeat
 /// comment after `keep_alive` without one; ends after the last one once the server is gone.
 fn envelope_stream(
-    log: Arc<EnvelopeLog>,
+    server: Arc<Server>,
     after: u64,
     keep_alive: Duration,
 ) -> impl Stream<Item = Result<String, Infallible>> + Send + 'static {
+    let log = server.log.clone();
     let reader = Reader {
+        _reading: server.reading(),
+        server,
         written: log.subscribe(),
         closed: log.subscribe_closed(),
         log,
@@ -292,6 +307,7 @@ fn envelope_stream(
     stream::unfold(reader, |mut r| async move {
         loop {
             let page = r.log.read_after_async(r.after, PAGE).await.ok()?;
+            r.server.touch();
             if !page.is_empty() {
                 let mut text = String::with_capacity(page.iter().map(|e| e.1.len() + 40).sum());
                 for (n, envelope) in &page {
@@ -344,6 +360,11 @@ fn registry_problem(e: RegistryError) -> Problem {
         RegistryError::Io(_) => {
             Problem::new("stream_error", StatusCode::INTERNAL_SERVER_ERROR, detail)
         }
+        RegistryError::TooMany(_) => Problem::new(
+            "too_many_acp_servers",
+            StatusCode::SERVICE_UNAVAILABLE,
+            detail,
+        ),
     }
 }
 

@@ -23,14 +23,16 @@ use serde_json::Value;
 use super::acp::{AcpHttp, AgentQuery};
 use super::extract::ApiQuery;
 use super::problem::Problem;
-use crate::acp::remote::{Server, Servers};
-use crate::session::AgentKind;
+use crate::acp::remote::{RegistryError, Server, Servers};
 use crate::scope::ConnectionScope;
+use crate::session::AgentKind;
 
 /// The subprotocol a client may offer (besides `bearer.<token>`); echoed when offered.
 pub const PROTOCOL: &str = "acp";
 /// The close code when the daemon shuts down (RFC 6455 "going away").
 const CLOSE_GOING_AWAY: u16 = 1001;
+/// The close code when the client stayed silent past the heartbeat timeout (as on `/v1/ws`).
+const CLOSE_HEARTBEAT: u16 = 4000;
 /// Envelopes written per read of the log at most.
 const PAGE: usize = 256;
 
@@ -45,7 +47,19 @@ async fn upgrade(
     scope: Option<Extension<ConnectionScope>>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    let scope = scope.map(|Extension(s)| s);
+    // An upgrade slot (`scope.rs`): WebSockets never take the slots plain requests need.
+    let scope = match scope.map(|Extension(s)| s.upgrade()) {
+        Some(None) => {
+            return Problem::new(
+                "too_many_websockets",
+                StatusCode::SERVICE_UNAVAILABLE,
+                "every connection slot WebSockets may take (--max-connections, less those kept for requests) is taken: try again later",
+            )
+            .into_response()
+        }
+        Some(Some(upgraded)) => Some(upgraded),
+        None => None,
+    };
     let ws = match ws {
         Ok(ws) => ws,
         Err(_) => {
@@ -73,6 +87,14 @@ async fn upgrade(
     let id = uuid::Uuid::new_v4().to_string();
     let server = match s.servers.create_for_websocket(&id, agent).await {
         Ok(server) => server,
+        Err(e @ RegistryError::TooMany(_)) => {
+            return Problem::new(
+                "too_many_acp_servers",
+                StatusCode::SERVICE_UNAVAILABLE,
+                e.to_string(),
+            )
+            .into_response()
+        }
         Err(e) => {
             return Problem::new(
                 "stream_error",
@@ -83,8 +105,12 @@ async fn upgrade(
         }
     };
     let servers = s.servers.clone();
+    let heartbeat = s.heartbeat_timeout;
     let mut resp = ws
         .protocols([PROTOCOL])
+        // The body limit of a POST holds for a message here too.
+        .max_message_size(s.max_message_bytes)
+        .max_frame_size(s.max_message_bytes)
         .on_failed_upgrade({
             let (servers, id) = (servers.clone(), id.clone());
             move |error| {
@@ -92,20 +118,21 @@ async fn upgrade(
                 tokio::spawn(async move { servers.delete(&id).await });
             }
         })
-        .on_upgrade(move |socket| serve(socket, servers, server, scope));
+        .on_upgrade(move |socket| serve(socket, servers, server, scope, heartbeat));
     if let Ok(value) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("acp-connection-id", value);
     }
     resp
 }
 
-/// Runs one connection until the client closes it or the daemon stops (a close frame, 1001),
-/// holding the listener's slot (`scope`), then deletes its server.
+/// Runs one connection until the client closes it, the daemon stops (a close frame, 1001) or
+/// nothing comes from the client for `heartbeat` (4000; the daemon pings every third of it), holding the listener's slot (`scope`), then deletes its server.
 async fn serve(
     socket: WebSocket,
     servers: Arc<Servers>,
     server: Arc<Server>,
     scope: Option<ConnectionScope>,
+    heartbeat: std::time::Duration,
 ) {
     let (tx, mut rx) = socket.split();
     let tx = Arc::new(tokio::sync::Mutex::new(tx));
@@ -145,9 +172,27 @@ async fn serve(
         let _ = tx.lock().await.send(Message::Close(None)).await;
     });
     let mut scope = scope;
+    let mut last_heard = tokio::time::Instant::now();
+    let mut ping = tokio::time::interval(heartbeat / 3);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ping.tick().await;
     loop {
         let next = tokio::select! {
             next = rx.next() => next,
+            _ = ping.tick() => {
+                if last_heard.elapsed() >= heartbeat {
+                    writer.abort();
+                    let reason = format!("heartbeat timeout: nothing received for {} s", heartbeat.as_secs_f64());
+                    tracing::debug!(%reason, "closing an ACP WebSocket");
+                    let close = CloseFrame { code: CLOSE_HEARTBEAT, reason: reason.into() };
+                    let _ = tx.lock().await.send(Message::Close(Some(close))).await;
+                    break;
+                }
+                if tx.lock().await.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+                continue;
+            }
             () = async {
                 match scope.as_mut() {
                     Some(scope) => scope.closing().await,
@@ -161,6 +206,8 @@ async fn serve(
             }
         };
         let Some(Ok(message)) = next else { break };
+        // Anything, a pong included, shows the client is there.
+        last_heard = tokio::time::Instant::now();
         let text = match message {
             Message::Text(text) => text.to_string(),
             Message::Close(_) => break,

@@ -1,5 +1,6 @@
 //! The `/v1` HTTP API: routes, SSE, auth, CORS, body limits and problem documents
-//! (`docs/http-api.md`). The only layer that knows about HTTP.
+//! (`docs/http-api.md`), and the inspector page at `/ui/` (`ui.rs`, a `/v1` client). The only
+//! layer that knows about HTTP.
 
 mod acp;
 mod acp_ws;
@@ -13,6 +14,7 @@ mod problem;
 mod questions;
 mod serve;
 mod sessions;
+mod ui;
 
 use std::sync::Arc;
 
@@ -29,6 +31,10 @@ use crate::session::SessionManager;
 pub use openapi::ApiDoc;
 pub use problem::Problem;
 pub use serve::{default_max_connections, serve, ServeOptions};
+pub use ui::{
+    file_names as inspector_files, total_bytes as inspector_bytes,
+    CONTENT_SECURITY_POLICY as INSPECTOR_CSP,
+};
 
 /// What every handler gets.
 #[derive(Clone)]
@@ -56,6 +62,8 @@ pub struct HttpOptions {
     pub sse_keep_alive: std::time::Duration,
     /// The Codebuff WebSocket door at `/v1/ws`.
     pub ws: crate::ws::WsOptions,
+    /// How many ACP servers (`/v1/acp`, `/acp`) may live, and how long an idle one is kept.
+    pub acp: crate::acp::remote::AcpLimits,
     /// The daemon's data directory: ACP servers (`/v1/acp`) keep their logs under it (`None`:
     /// a scratch directory of this process).
     pub data_dir: Option<std::path::PathBuf>,
@@ -113,7 +121,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         std::env::temp_dir().join(format!("codebuffd-acp-{}", std::process::id()))
     });
     let state = AppState {
-        acp_servers: crate::acp::remote::Servers::start(manager.clone(), &data_dir),
+        acp_servers: crate::acp::remote::Servers::start(manager.clone(), &data_dir, options.acp),
         manager,
         token: options.token.as_deref().map(Arc::from),
         keep_alive: options.sse_keep_alive,
@@ -122,6 +130,8 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
     let acp_state = acp::AcpHttp {
         servers: state.acp_servers.clone(),
         keep_alive: options.sse_keep_alive,
+        max_message_bytes: options.max_body_bytes.max(64 * 1024),
+        heartbeat_timeout: options.ws.heartbeat_timeout,
     };
     let acp = acp::routes(acp_state.clone()).merge(acp_ws::route(acp_state));
     let api = Router::new()
@@ -162,7 +172,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         )
         .route(
             "/v1/ws",
-            crate::ws::route(state.manager.clone(), &options.ws, options.max_body_bytes),
+            crate::ws::route(state.manager.clone(), &options.ws),
         )
         .merge(acp)
         .fallback(not_found)
@@ -172,7 +182,9 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
             state.clone(),
             auth::require_token,
         ))
-        .with_state(state);
+        .with_state(state)
+        // The inspector's files need no token (the page asks for it); the guard still applies.
+        .merge(ui::routes());
     let api = match cors(&options.cors_allow_origins) {
         Some(layer) => api.layer(layer),
         None => api,

@@ -83,6 +83,8 @@ fn title(kind: &str) -> &'static str {
         "host_not_allowed" => "Host not allowed",
         "origin_not_allowed" => "Origin not allowed",
         "conflict" => "Conflict",
+        "too_many_acp_servers" => "Too many ACP servers",
+        "too_many_websockets" => "Too many WebSocket connections",
         "not_acceptable" => "Not acceptable",
         "unsupported_media_type" => "Unsupported media type",
         _ => "Error",

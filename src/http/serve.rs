@@ -46,6 +46,9 @@ pub async fn serve(
 ) -> io::Result<()> {
     let max = options.max_connections.clamp(1, Semaphore::MAX_PERMITS);
     let slots = Arc::new(Semaphore::new(max));
+    let upgrades = Arc::new(Semaphore::new(
+        max - crate::scope::reserved_for_requests(max),
+    ));
     let (closing, closing_rx) = watch::channel(false);
     // HTTP/1.1 (SSE and WebSocket upgrades): its header-read timeout runs from the start of the
     // connection, so one that sends nothing is closed too.
@@ -77,7 +80,7 @@ pub async fn serve(
         let app = app.clone();
         // Every request carries the connection's scope; an upgraded connection keeps it (and
         // so its slot) for its whole life.
-        let scope = ConnectionScope::new(slot, closing_rx.clone());
+        let scope = ConnectionScope::new(slot, closing_rx.clone(), upgrades.clone());
         let request_scope = scope.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             req.extensions_mut().insert(request_scope.clone());

@@ -1,7 +1,5 @@
 //! `/v1/sessions…`: create, list, inspect, message, cancel and terminate sessions.
 
-use std::collections::BTreeMap;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,31 +13,6 @@ use super::AppState;
 use crate::session::TurnImage;
 use crate::session::{CreateRequest, SessionInfo, SessionStatus, UserMessage};
 
-/// `POST /v1/sessions/{id}` body; unknown keys are ignored.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CreateSession {
-    pub agent: String,
-    pub agent_mode: Option<String>,
-    pub permission_mode: Option<String>,
-    pub model: Option<String>,
-    pub variant: Option<String>,
-    pub agent_version: Option<String>,
-    /// The agent's working directory (must exist); default: the daemon's.
-    pub directory: Option<String>,
-    pub title: Option<String>,
-    /// (ours) Per-turn timeout.
-    pub timeout_seconds: Option<f64>,
-    /// (ours) Extra environment for the agent.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// (ours) A Codebuff API key for this session only; never echoed or logged.
-    pub api_key: Option<String>,
-    /// (ours) The credits the session may spend; further messages are refused (402
-    /// `budget_exhausted`) once it has, and a turn that reaches it mid-way is stopped.
-    pub max_credits: Option<f64>,
-}
-
 /// `POST /v1/sessions/{id}` answer.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -51,28 +24,14 @@ pub struct CreateSessionResponse {
 }
 
 #[utoipa::path(post, path = "/v1/sessions/{id}", tag = "sessions",
-    params(("id" = String, Path)), request_body = CreateSession,
+    params(("id" = String, Path)), request_body = CreateRequest,
     responses((status = 200, body = CreateSessionResponse), (status = 400, body = Problem),
         (status = 404, body = Problem), (status = 409, body = Problem)))]
 pub async fn create_session(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
-    ApiJson(body): ApiJson<CreateSession>,
+    ApiJson(req): ApiJson<CreateRequest>,
 ) -> Result<Json<CreateSessionResponse>, Problem> {
-    let req = CreateRequest {
-        agent: body.agent,
-        agent_mode: body.agent_mode,
-        permission_mode: body.permission_mode,
-        model: body.model,
-        variant: body.variant,
-        agent_version: body.agent_version,
-        directory: body.directory,
-        title: body.title,
-        timeout_seconds: body.timeout_seconds,
-        env: body.env,
-        api_key: body.api_key,
-        max_credits: body.max_credits,
-    };
     let info = state
         .manager
         .create(&id, req)

@@ -1,12 +1,12 @@
 //! `SessionInfo`: what `GET /v1/sessions[/{id}]` reports about a session, kept current by its
 //! actor and read without waiting for it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::universal::Cost;
 
 /// Where a session is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     /// No turn is running; a message starts one.
@@ -58,8 +58,10 @@ pub enum EndState {
     Error(String),
 }
 
+// The terminal client reads it back from `/v1` (`Deserialize`): both of its transports show
+// the same type. The line below is the schema's description.
 /// A snapshot of a session (`SessionInfo` of `docs/http-api.md`).
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     pub session_id: String,
@@ -85,22 +87,66 @@ pub struct SessionInfo {
     pub title: Option<String>,
     pub status: SessionStatus,
     /// The credits the session may spend, when it has a budget.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub budget: Option<f64>,
     /// The credits it may still spend, when it has a budget.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub remaining: Option<f64>,
     /// What the session has spent so far.
     pub cost: Cost,
     /// How many turns the session has begun.
     pub turns: u64,
+    /// (ours) The session's first prompt on one line (whitespace runs made one space), cut
+    /// after 200 characters with `…`, once a turn has begun: what a list shows for a session
+    /// created without a title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub first_prompt: Option<String>,
+}
+
+/// Characters of a prompt kept by [`prompt_preview`].
+pub const PROMPT_PREVIEW_CHARS: usize = 200;
+
+/// A prompt as lists show it: whitespace runs (newlines too) made one space, trimmed, cut after
+/// [`PROMPT_PREVIEW_CHARS`] characters with `…`.
+pub fn prompt_preview(text: &str) -> String {
+    let mut out = String::new();
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+        if out.chars().count() > PROMPT_PREVIEW_CHARS {
+            break;
+        }
+    }
+    match out.char_indices().nth(PROMPT_PREVIEW_CHARS) {
+        Some((cut, _)) => {
+            out.truncate(cut);
+            out.push('…');
+            out
+        }
+        None => out,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prompt_previews_are_one_trimmed_line_cut_at_the_limit() {
+        assert_eq!(prompt_preview("  fix\n\tthe   build \n"), "fix the build");
+        assert_eq!(prompt_preview(""), "");
+        let long = "é".repeat(PROMPT_PREVIEW_CHARS + 50);
+        let cut = prompt_preview(&long);
+        assert_eq!(cut.chars().count(), PROMPT_PREVIEW_CHARS + 1);
+        assert!(cut.ends_with('…'));
+        let exact = "a".repeat(PROMPT_PREVIEW_CHARS);
+        assert_eq!(prompt_preview(&exact), exact);
+    }
 
     #[test]
     fn status_names_are_the_serialized_ones() {

@@ -430,5 +430,6 @@ pub(super) fn info_of(h: &Handle) -> SessionInfo {
         remaining: s.max_credits.map(|b| (b - live.cost.credits).max(0.0)),
         cost: live.cost,
         turns: live.turns,
+        first_prompt: live.first_prompt,
     }
 }

@@ -22,6 +22,9 @@ pub(crate) struct Live {
     pub turns: u64,
     pub event_count: u64,
     pub updated_at: u64,
+    /// [`super::info::prompt_preview`] of the first prompt, once a turn has begun (a restored
+    /// session gets it back from its log, see `recovery.rs`).
+    pub first_prompt: Option<String>,
 }
 
 impl Live {
@@ -36,6 +39,7 @@ impl Live {
             turns: 0,
             event_count: 1,
             updated_at: now,
+            first_prompt: None,
         }
     }
 }
@@ -152,6 +156,8 @@ pub(crate) fn from_record(record: &SessionRecord, last_sequence: Option<u64>) ->
         turns: record.turns,
         event_count: last_sequence.unwrap_or(record.event_count),
         updated_at: record.updated_at,
+        // Not in the record: recovery reads it from the log.
+        first_prompt: None,
     };
     Some(Restored {
         settings,
@@ -203,6 +209,7 @@ mod tests {
             turns: 3,
             event_count: 40,
             updated_at: 99,
+            first_prompt: Some("fix the build".into()),
         };
         let running = Some(RunningProcess {
             pid: 10,

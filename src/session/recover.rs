@@ -185,6 +185,9 @@ impl Actor {
         live.cost = summary.cost;
         live.turns = summary.turns;
         live.native_session_id = summary.native_session_id.clone();
+        if live.first_prompt.is_none() {
+            live.first_prompt = summary.first_prompt.clone();
+        }
         if live.end.is_none() {
             live.status = SessionStatus::Idle;
         }

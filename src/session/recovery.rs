@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use crate::universal::{
-    Cost, EventData, EventDraft, Item, ItemEventData, ItemStatus, PermissionData, PermissionStatus,
-    QuestionData, TurnData, TurnMetadata, TurnPhase, TurnStatus, UniversalEvent,
+    ContentPart, Cost, EventData, EventDraft, Item, ItemEventData, ItemKind, ItemRole, ItemStatus,
+    PermissionData, PermissionStatus, QuestionData, TurnData, TurnMetadata, TurnPhase, TurnStatus,
+    UniversalEvent,
 };
 
 /// What a session's log says about its state.
@@ -32,6 +33,8 @@ pub struct LogSummary {
     /// True when the log holds `session.ended`.
     pub session_ended: bool,
     pub last_sequence: u64,
+    /// [`super::info::prompt_preview`] of the first user message, for `SessionInfo`.
+    pub first_prompt: Option<String>,
 }
 
 /// A turn the log never ended.
@@ -65,6 +68,15 @@ impl LogSummary {
             }
             EventData::ItemStarted(ItemEventData { item }) => {
                 self.note_item(&item.item_id);
+                if self.first_prompt.is_none()
+                    && item.kind == ItemKind::Message
+                    && item.role == Some(ItemRole::User)
+                {
+                    self.first_prompt = item.content.iter().find_map(|part| match part {
+                        ContentPart::Text { text } => Some(super::info::prompt_preview(text)),
+                        _ => None,
+                    });
+                }
                 if let Some(turn) = &mut self.open_turn {
                     turn.open_items.push(item.clone());
                 }
@@ -239,6 +251,7 @@ mod tests {
         assert_eq!(s.native_session_id.as_deref(), Some("n1"));
         assert_eq!(s.last_item, 3);
         assert!(s.interrupted_turn("x").is_empty());
+        assert_eq!(s.first_prompt.as_deref(), Some("first"));
     }
 
     #[test]

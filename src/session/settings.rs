@@ -46,6 +46,24 @@ impl CreatePolicy {
         }
     }
 
+    /// The real path a turn of a session in `directory` runs in, checked again (a symbolic
+    /// link may have been repointed since the session was created): `Err` with what the
+    /// protected directory is when the real path is inside one. A directory that does not
+    /// resolve is returned as it is (the spawn reports it missing).
+    pub fn turn_directory(&self, directory: &std::path::Path) -> Result<PathBuf, &'static str> {
+        let Ok(real) = directory.canonicalize() else {
+            return Ok(directory.to_owned());
+        };
+        match self
+            .protected
+            .iter()
+            .find(|(root, _)| real.starts_with(root))
+        {
+            Some((_, what)) => Err(what),
+            None => Ok(real),
+        }
+    }
+
     /// Refuses a session directory inside a protected one. The message names what the
     /// directory is, never the protected path (clients must not learn the host's layout).
     fn check_allowed(&self, directory: &std::path::Path, asked: &str) -> Result<(), SessionError> {
@@ -65,21 +83,43 @@ impl CreatePolicy {
     }
 }
 
-/// What a client asks for when creating a session (already decoded from JSON).
-#[derive(Debug, Clone, Default)]
+// What a client asks for when creating a session, one type for every door: decoded by the HTTP
+// door (served as the schema `CreateSession`), sent by the terminal client over `--url`, built
+// by the ACP and WebSocket doors. Absent keys are left out when it is sent. The line below is
+// the schema's description.
+/// `POST /v1/sessions/{id}` body; unknown keys are ignored.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = CreateSession)]
 pub struct CreateRequest {
     pub agent: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub permission_mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_version: Option<String>,
+    /// The agent's working directory (must exist); default: the daemon's.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub directory: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// (ours) Per-turn timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<f64>,
+    /// (ours) Extra environment for the agent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// (ours) A Codebuff API key for this session only; never echoed or logged.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub api_key: Option<String>,
-    /// The session's credit budget.
+    /// (ours) The credits the session may spend; further messages are refused (402
+    /// `budget_exhausted`) once it has, and a turn that reaches it mid-way is stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_credits: Option<f64>,
 }
 

@@ -258,6 +258,9 @@ impl Actor {
             let mut live = self.shared.lock();
             live.status = SessionStatus::Running;
             live.turns += 1;
+            if live.first_prompt.is_none() {
+                live.first_prompt = Some(super::info::prompt_preview(&queued.message.text));
+            }
         }
         self.reject_stale_questions();
         self.flush().await;
@@ -376,6 +379,13 @@ impl Actor {
     ) -> Result<AgentProcess, crate::agent::LaunchError> {
         let s = &self.settings;
         tracing::info!(session = %self.id, agent = s.agent.id(), "starting a turn");
+        // Checked at every turn, on the real path the agent will get: a directory that was fine
+        // at create may be a symbolic link pointed since into the daemon's own directories.
+        let cwd = self
+            .ctx
+            .policy
+            .turn_directory(&s.directory)
+            .map_err(crate::agent::LaunchError::DirectoryProtected)?;
         // Plan mode is read-only: the agent plans too.
         let agent_mode = if s.permission_mode == "plan" {
             "plan".to_owned()
@@ -388,7 +398,7 @@ impl Actor {
             model: s.model.as_deref(),
             continue_session: self.converter.native_session_id(),
             timeout: s.turn_timeout.or(self.ctx.limits.turn_timeout),
-            cwd: &s.directory,
+            cwd: &cwd,
             prompt: &message.text,
             env: &s.env,
             api_key: s.api_key.as_deref(),

@@ -386,6 +386,17 @@ macro_rules! delegate_event_store {
                 self.0.append(session_id, drafts, time, native_session_id)
             }
 
+            fn append_deferred(
+                &self,
+                session_id: &str,
+                drafts: &mut Vec<$crate::universal::EventDraft>,
+                time: std::sync::Arc<str>,
+                native_session_id: Option<&str>,
+            ) -> Result<$crate::store::Appended, $crate::store::StoreError> {
+                self.0
+                    .append_deferred(session_id, drafts, time, native_session_id)
+            }
+
             fn read(
                 &self,
                 session_id: &str,

@@ -67,6 +67,10 @@ pub struct OutputArgs {
     /// Show edits' diffs and tool results.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Print the text of a turn that did not complete on stdout too (by default stdout gets
+    /// an answer only when the turn completed).
+    #[arg(long)]
+    pub partial: bool,
     /// Answers for the turn's questions and permission requests, when no one is at a terminal:
     /// a JSON object mapping a question's text (or header, or id) to its answer (a string or a
     /// list of strings), and `"permissions"` to `once`, `always` or `reject` (or an object

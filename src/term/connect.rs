@@ -16,9 +16,9 @@ pub fn connect(
     settings: &Settings,
     env: &dyn Fn(&str) -> Option<String>,
     paint: Paint,
-) -> Result<Transport, ClientError> {
+) -> Result<Box<dyn Transport>, ClientError> {
     if let Some(url) = &settings.url {
-        return Ok(Transport::Remote(Remote::new(url, settings.token.clone())?));
+        return Ok(Box::new(Remote::new(url, settings.token.clone())?));
     }
     let config = settings.engine(env)?;
     for warning in &config.warnings {
@@ -28,7 +28,7 @@ pub fn connect(
         );
     }
     match Local::start(&config) {
-        Ok(local) => Ok(Transport::Local(Box::new(local))),
+        Ok(local) => Ok(Box::new(local)),
         Err(StartError::Busy { holder, message }) => match holder.and_then(|h| h.url) {
             Some(url) => {
                 eprintln!(
@@ -41,10 +41,7 @@ pub fn connect(
                         )
                     )
                 );
-                Ok(Transport::Remote(Remote::new(
-                    &url,
-                    settings.token.clone(),
-                )?))
+                Ok(Box::new(Remote::new(&url, settings.token.clone())?))
             }
             None => Err(ClientError::usage(format!(
                 "{message}; or pass --url to use a running daemon"

@@ -12,8 +12,11 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The budget is spent, or there is no credential.
     pub const BUDGET_OR_CREDENTIALS: u8 = 3;
-    /// The turn was cancelled (Ctrl-C).
+    /// The turn was cancelled (Ctrl-C, or from elsewhere).
     pub const CANCELLED: u8 = 130;
+    /// The turn was cancelled because the client got SIGTERM (128 + 15, as a process ended
+    /// by it).
+    pub const TERMINATED: u8 = 143;
 }
 
 /// Which sort of failure.

@@ -124,9 +124,9 @@ pub(super) fn result_text(output: &str) -> String {
 }
 
 /// A turn's ending in a few words, and how it looks.
-pub fn turn_summary(status: TurnStatus, cost: Cost) -> (Style, String) {
+pub fn turn_summary(status: TurnStatus, cost: Cost, session: Option<Cost>) -> (Style, String) {
     let (style, word) = status_word(status);
-    (style, format!("{word} · {}", cost_text(cost)))
+    (style, format!("{word} · {}", costs_text(cost, session)))
 }
 
 /// The word and style of a turn status.
@@ -146,11 +146,21 @@ pub fn cost_text(cost: Cost) -> String {
     format!("{:.2} credits (${:.2})", cost.credits, cost.usd)
 }
 
+/// A turn's cost and, when the log says it, the session's after it:
+/// `1.25 credits ($0.01), 2.50 in the session`.
+pub fn costs_text(turn: Cost, session: Option<Cost>) -> String {
+    match session {
+        Some(session) => format!("{}, {:.2} in the session", cost_text(turn), session.credits),
+        None => cost_text(turn),
+    }
+}
+
 /// The closing line of a turn run from the terminal.
 pub fn closing_line(
     status: TurnStatus,
     elapsed: Duration,
     cost: Cost,
+    session_cost: Option<Cost>,
     session_id: &str,
 ) -> (Style, String) {
     let (style, word) = status_word(status);
@@ -159,7 +169,7 @@ pub fn closing_line(
         format!(
             "{word} in {} · {} · resume with: codebuffd resume {session_id}",
             duration_text(elapsed),
-            cost_text(cost)
+            costs_text(cost, session_cost)
         ),
     )
 }
@@ -186,13 +196,17 @@ mod tests {
             TurnStatus::Completed,
             Duration::from_millis(1234),
             Cost::from_credits(7.5),
+            Some(Cost::from_credits(20.0)),
             "abc",
         );
         assert_eq!(style, Style::Ok);
         assert_eq!(
             line,
-            "✓ completed in 1.2s · 7.50 credits ($0.07) · resume with: codebuffd resume abc"
+            "✓ completed in 1.2s · 7.50 credits ($0.07), 20.00 in the session · resume with: \
+             codebuffd resume abc"
         );
+        let (_, line) = turn_summary(TurnStatus::Cancelled, Cost::from_credits(1.0), None);
+        assert_eq!(line, "⊘ cancelled · 1.00 credits ($0.01)");
         assert_eq!(duration_text(Duration::from_secs(125)), "2m05s");
         assert_eq!(diff_stats("--- a\n+++ b\n+x\n-y\n-z\n"), (1, 2));
     }

@@ -3,21 +3,19 @@
 //! it and from `codebuffd resume`). Only one engine may run on a data directory
 //! (`data_lock.rs`): when a daemon holds it, [`Local::start`] says so, with the daemon's URL.
 
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use futures_util::StreamExt;
+
 use super::error::ClientError;
-use super::transport::{NewSession, SessionRow};
-use crate::codebuff::PermissionReply;
+use super::transport::{Events, Transport};
 use crate::config::DaemonConfig;
 use crate::data_lock::{Holder, LockError};
 use crate::engine::Engine;
-use crate::session::{CreateRequest, SessionInfo, SessionManager};
-use crate::store::{wait_after, EventStore, StoredEvent};
-use crate::universal::UniversalEvent;
-
-/// Events read from the log at once.
-const PAGE: usize = 256;
+use crate::session::{CreateRequest, LoggedEvent, PermissionReply, SessionInfo, SessionManager};
 
 /// Why the in-process engine did not start.
 pub enum StartError {
@@ -56,61 +54,66 @@ impl Local {
         }
     }
 
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
-    }
-
     fn manager(&self) -> &Arc<SessionManager> {
         &self.engine.manager
     }
+}
 
-    pub async fn create(&self, id: &str, new: &NewSession) -> Result<(), ClientError> {
-        let req = CreateRequest {
-            agent: new.agent.clone(),
-            agent_mode: new.agent_mode.clone(),
-            permission_mode: new.permission_mode.clone(),
-            model: new.model.clone(),
-            directory: new.directory.clone(),
-            timeout_seconds: new.timeout_seconds,
-            ..CreateRequest::default()
-        };
-        self.manager().create(id, req).await?;
+#[async_trait]
+impl Transport for Local {
+    fn describe(&self) -> String {
+        format!("in-process on {}", self.data_dir.display())
+    }
+
+    fn is_local(&self) -> bool {
+        true
+    }
+
+    async fn create(&self, id: &str, req: &CreateRequest) -> Result<(), ClientError> {
+        self.manager().create(id, req.clone()).await?;
         Ok(())
     }
 
-    pub fn info(&self, id: &str) -> Result<SessionRow, ClientError> {
-        row(&self.manager().info(id)?)
+    async fn info(&self, id: &str) -> Result<SessionInfo, ClientError> {
+        Ok(self.manager().info(id)?)
     }
 
-    pub fn list(&self) -> Result<Vec<SessionRow>, ClientError> {
-        self.manager().list().iter().map(row).collect()
+    async fn list(&self) -> Result<Vec<SessionInfo>, ClientError> {
+        Ok(self.manager().list())
     }
 
-    pub async fn send(&self, id: &str, text: &str) -> Result<u64, ClientError> {
+    async fn send(&self, id: &str, text: &str) -> Result<u64, ClientError> {
         let started = self.manager().send_message_and_wait(id, text).await?;
         Ok(started.saturating_sub(1))
     }
 
-    pub fn queue(&self, id: &str, text: &str) -> Result<(), ClientError> {
+    async fn queue(&self, id: &str, text: &str) -> Result<(), ClientError> {
         Ok(self.manager().send_message(id, text)?)
     }
 
-    pub fn events(&self, id: &str, after: u64) -> Result<LocalEvents, ClientError> {
-        self.manager().info(id)?;
-        let store = self.manager().store().clone();
-        let rx = store
-            .subscribe(id)
-            .map_err(|e| ClientError::failed(e.to_string()))?;
-        Ok(LocalEvents {
-            store,
-            session_id: id.to_owned(),
-            after,
-            rx,
-            page: std::collections::VecDeque::new(),
-        })
+    /// The engine's cursor on the session's log ([`crate::session::Follow`]), as a stream.
+    async fn events(&self, id: &str, after: u64) -> Result<Events, ClientError> {
+        let follow = self.manager().follow(id, after)?;
+        let state = (follow, VecDeque::<Arc<LoggedEvent>>::new());
+        Ok(
+            futures_util::stream::unfold(state, |(mut follow, mut page)| async move {
+                loop {
+                    if let Some(logged) = page.pop_front() {
+                        let event = logged.event().map_err(ClientError::from);
+                        return Some((event, (follow, page)));
+                    }
+                    match follow.next().await {
+                        Ok(Some(next)) => page.extend(next),
+                        Ok(None) => return None,
+                        Err(e) => return Some((Err(e.into()), (follow, page))),
+                    }
+                }
+            })
+            .boxed(),
+        )
     }
 
-    pub async fn answer(
+    async fn answer(
         &self,
         id: &str,
         question_id: &str,
@@ -119,83 +122,41 @@ impl Local {
         Ok(self.manager().answer(id, question_id, answers).await?)
     }
 
-    pub async fn reject_question(&self, id: &str, question_id: &str) -> Result<(), ClientError> {
+    async fn reject_question(&self, id: &str, question_id: &str) -> Result<(), ClientError> {
         Ok(self.manager().reject(id, question_id).await?)
     }
 
-    pub async fn permission(
+    async fn permission(
         &self,
         id: &str,
         permission_id: &str,
-        reply: &str,
+        reply: PermissionReply,
     ) -> Result<(), ClientError> {
-        let reply = PermissionReply::parse(reply).ok_or_else(|| {
-            ClientError::usage(format!("`{reply}` is not `once`, `always` or `reject`"))
-        })?;
         Ok(self
             .manager()
             .reply_permission(id, permission_id, reply)
             .await?)
     }
 
-    pub async fn cancel(&self, id: &str) -> Result<(), ClientError> {
+    async fn cancel(&self, id: &str) -> Result<(), ClientError> {
         Ok(self.manager().cancel(id).await?)
     }
 
-    pub async fn terminate(&self, id: &str) -> Result<(), ClientError> {
+    async fn terminate(&self, id: &str) -> Result<(), ClientError> {
         Ok(self.manager().terminate(id).await?)
     }
 
-    pub async fn delete(&self, id: &str) -> Result<(), ClientError> {
+    async fn delete(&self, id: &str) -> Result<(), ClientError> {
         Ok(self.manager().delete(id).await?)
     }
 
-    pub fn set_mode(&self, id: &str, mode: &str) -> Result<(), ClientError> {
+    async fn set_mode(&self, id: &str, mode: &str) -> Result<(), ClientError> {
         Ok(self.manager().set_agent_mode(id, mode)?)
     }
 
     /// Ends running turns (their agents killed, their endings recorded) and makes the store
     /// durable, as `codebuffd server` does at SIGTERM.
-    pub async fn shutdown(&self) {
+    async fn close(&self) {
         self.engine.shutdown().await;
-    }
-}
-
-fn row(info: &SessionInfo) -> Result<SessionRow, ClientError> {
-    let json = serde_json::to_value(info).map_err(|e| ClientError::failed(e.to_string()))?;
-    SessionRow::from_json(json)
-}
-
-/// A cursor on a session's log in this process's store, as the HTTP door's readers are.
-pub struct LocalEvents {
-    store: Arc<dyn EventStore>,
-    session_id: String,
-    after: u64,
-    rx: tokio::sync::watch::Receiver<u64>,
-    page: std::collections::VecDeque<Arc<StoredEvent>>,
-}
-
-impl LocalEvents {
-    pub async fn next(&mut self) -> Result<Option<UniversalEvent>, ClientError> {
-        loop {
-            if let Some(stored) = self.page.pop_front() {
-                return stored
-                    .decode()
-                    .map(Some)
-                    .map_err(|e| ClientError::failed(e.to_string()));
-            }
-            let page = self
-                .store
-                .read(&self.session_id, self.after, PAGE)
-                .map_err(|e| ClientError::failed(e.to_string()))?;
-            if let Some(last) = page.last() {
-                self.after = last.sequence;
-                self.page.extend(page);
-                continue;
-            }
-            if !wait_after(&mut self.rx, self.after).await {
-                return Ok(None);
-            }
-        }
     }
 }

@@ -1,67 +1,62 @@
 //! The terminal client: `codebuffd exec` / `run`, `resume`, `chat` (the REPL), `sessions …` and
 //! `config show` — a front door like the others, on the same engine: in-process on the data
 //! directory the daemon uses (`local.rs`, `Engine::start`), or a running daemon over `/v1`
-//! (`remote.rs`); `transport.rs` makes the two one.
+//! (`remote.rs`): both implement `transport.rs`'s trait, in the engine's own types, and every
+//! command runs through `runner.rs` (`run_with_client`).
 //!
 //! One concept per file: `args` (command lines), `settings` (their precedence), `connect`
-//! (which transport), `render` (pure: events → pieces of output), `paint` (colour), `view`
-//! (stderr: spinner, streamed text), `prompts` (questions and approvals), `turn` (one turn
-//! followed to its end), `exec` (`exec`, `resume`), `repl`, `sessions`, `error` (exit statuses).
+//! (which transport), `runner` (settings → engine → command → close → exit status), `render`
+//! (pure: events → pieces of output), `format` (the lines' text), `paint` (colour), `view`
+//! (stderr: spinner, streamed text), `visible` (agent text shown, never obeyed), `prompts` (questions and approvals), `turn` (one turn
+//! followed to its end), `exec`, `resume`, `repl` and `line_editor`, `sessions`, `error` (exit
+//! statuses).
 
 pub mod args;
 pub mod connect;
+pub mod echo;
 pub mod error;
 pub mod exec;
 pub mod format;
+pub mod line_editor;
 pub mod local;
 pub mod paint;
 pub mod prompts;
 pub mod remote;
 pub mod render;
 pub mod repl;
+pub mod resume;
+pub mod runner;
 pub mod sessions;
 pub mod settings;
 pub mod transport;
 pub mod turn;
 pub mod view;
-
-use std::io::IsTerminal;
+pub mod visible;
 
 pub use args::{ChatArgs, ConfigArgs, ExecArgs, ResumeArgs, SessionsArgs};
+pub use exec::exec;
+pub use resume::resume;
+pub use runner::run_with_client;
 
-use exec::{env, fail, runtime};
 use paint::Paint;
+use runner::{env, fail, resolve};
 use settings::Settings;
 
 /// `codebuffd chat`, and `codebuffd` alone on a terminal: the REPL on a new session.
 pub fn chat(args: ChatArgs) -> u8 {
-    let tty = std::io::stderr().is_terminal();
-    let settings = match Settings::resolve(&args.client, &args.session, &env) {
-        Ok(s) => s,
-        Err(e) => return fail(Paint::plain(), &e.into()),
+    let (settings, paint) = match resolve(&args.client, &args.session) {
+        Ok(resolved) => resolved,
+        Err(code) => return code,
     };
-    let paint = Paint::new(settings.color, tty, &env);
     if !exec::interactive() {
         return fail(
             paint,
             &error::ClientError::usage("the REPL needs a terminal; use `codebuffd exec PROMPT`"),
         );
     }
-    let runtime = match runtime() {
-        Ok(r) => r,
-        Err(e) => return fail(paint, &e),
-    };
-    let code = runtime.block_on(async {
-        let transport = connect::connect(&settings, &env, paint)?;
-        let result = repl::run(&transport, &settings, None, &args.output, paint).await;
-        transport.close().await;
-        result
-    });
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-    match code {
-        Ok(code) => code,
-        Err(e) => fail(paint, &e),
-    }
+    run_with_client(&settings, paint, async |client| {
+        repl::run(client, &settings, None, &args.output, paint).await
+    })
 }
 
 /// `codebuffd config show`: the client's effective settings, each with its source, on stdout.

@@ -12,6 +12,7 @@ use super::error::ClientError;
 use super::format::one_line;
 use super::render::Style;
 use super::view::View;
+use crate::session::PermissionReply;
 use crate::universal::{PermissionData, QuestionData, QuestionSpec};
 
 /// Where answers come from.
@@ -34,10 +35,10 @@ pub enum QuestionReply {
     CancelTurn,
 }
 
-/// What to do about a permission request: `once`, `always`, `reject`, or cancel the turn.
+/// What to do about a permission request: the engine's reply, or cancel the turn.
 #[derive(Debug, PartialEq)]
 pub enum PermissionAnswer {
-    Reply(&'static str),
+    Reply(PermissionReply),
     CancelTurn,
 }
 
@@ -91,7 +92,7 @@ impl AnswerBook {
     }
 
     /// The reply to a permission request of tool `tool`.
-    pub fn permission(&self, tool: &str) -> Option<&'static str> {
+    pub fn permission(&self, tool: &str) -> Option<PermissionReply> {
         let value = self.map.get("permissions")?;
         let text = match value {
             Value::String(s) => s.as_str(),
@@ -103,11 +104,11 @@ impl AnswerBook {
 }
 
 /// `once` / `always` / `reject` (and `y`, `yes`, `a`, `n`, `no`).
-fn reply_word(text: &str) -> Option<&'static str> {
+fn reply_word(text: &str) -> Option<PermissionReply> {
     match text.trim().to_ascii_lowercase().as_str() {
-        "once" | "y" | "yes" | "allow" => Some("once"),
-        "always" | "a" => Some("always"),
-        "reject" | "n" | "no" | "deny" | "" => Some("reject"),
+        "once" | "y" | "yes" | "allow" => Some(PermissionReply::Once),
+        "always" | "a" => Some(PermissionReply::Always),
+        "reject" | "n" | "no" | "deny" | "" => Some(PermissionReply::Reject),
         _ => None,
     }
 }
@@ -262,7 +263,7 @@ impl Asker {
                         Style::Warn,
                         &format!("codebuffd: --answers has no permission reply for {tool}: rejected ({what})"),
                     );
-                    "reject"
+                    PermissionReply::Reject
                 }
             })),
             Asker::Nobody => {
@@ -272,14 +273,24 @@ impl Asker {
                         "codebuffd: {tool} asks permission but no one is at a terminal (pass --answers): rejected ({what})"
                     ),
                 );
-                Ok(PermissionAnswer::Reply("reject"))
+                Ok(PermissionAnswer::Reply(PermissionReply::Reject))
             }
             Asker::Terminal => {
                 view.stop_spinner();
-                view.notice(
-                    Style::Warn,
-                    &format!("⚠ {tool} wants to run: {}", one_line(&what, 200)),
-                );
+                // A command is shown whole (what `always` would allow too): the user approves
+                // exactly what they saw.
+                let shown = match meta["command"].as_str() {
+                    Some(_) => what.clone(),
+                    None => one_line(&what, 200),
+                };
+                view.notice(Style::Warn, &format!("⚠ {tool} wants to run: {shown}"));
+                if meta["command"].is_string() {
+                    let always = match meta["alwaysPrefix"].as_str() {
+                        Some(prefix) => format!("  [a]lways allows `{prefix} …` commands"),
+                        None => "  [a]lways allows this exact command line only".to_owned(),
+                    };
+                    view.notice(Style::Dim, &always);
+                }
                 loop {
                     let Some(typed) =
                         read_line("  approve? [y]es/[a]lways/[n]o › ".to_owned()).await?
@@ -358,8 +369,11 @@ mod tests {
                 vec!["unit".to_owned(), "e2e".to_owned()]
             ])
         );
-        assert_eq!(book.permission("write_file"), Some("once"));
-        assert_eq!(book.permission("run_terminal_command"), Some("reject"));
+        assert_eq!(book.permission("write_file"), Some(PermissionReply::Once));
+        assert_eq!(
+            book.permission("run_terminal_command"),
+            Some(PermissionReply::Reject)
+        );
         assert!(AnswerBook::parse("[1]").is_err());
         let empty = AnswerBook::parse("{}").unwrap();
         assert_eq!(empty.question(&q), None);

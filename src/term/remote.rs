@@ -5,11 +5,13 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::error::ClientError;
-use super::transport::{NewSession, SessionRow};
+use super::transport::{Events, Transport};
+use crate::session::{CreateRequest, PermissionReply, SessionInfo};
 use crate::universal::UniversalEvent;
 
 /// How long connecting to the daemon may take.
@@ -36,10 +38,6 @@ impl Remote {
             token,
             http,
         })
-    }
-
-    pub fn base(&self) -> &str {
-        &self.base
     }
 
     fn url(&self, path: &str) -> String {
@@ -79,123 +77,146 @@ impl Remote {
         ClientError::failed(format!("cannot reach the daemon at {}: {e}", self.base))
     }
 
-    async fn json(&self, req: reqwest::RequestBuilder) -> Result<Value, ClientError> {
+    async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
         self.call(req)
             .await?
             .json()
             .await
-            .map_err(|e| ClientError::failed(format!("the daemon's answer is not JSON: {e}")))
+            .map_err(|e| ClientError::failed(format!("cannot read the daemon's answer: {e}")))
     }
 
-    pub async fn create(&self, id: &str, new: &NewSession) -> Result<(), ClientError> {
-        let mut body = json!({ "agent": new.agent });
-        let mut set = |key: &str, value: Option<Value>| {
-            if let Some(value) = value {
-                body[key] = value;
-            }
+    /// The same client, for an event stream that outlives the call that made it.
+    fn clone_client(&self) -> Remote {
+        Remote {
+            base: self.base.clone(),
+            token: self.token.clone(),
+            http: self.http.clone(),
+        }
+    }
+
+    async fn post(&self, id: &str, rest: &str, body: Option<Value>) -> Result<(), ClientError> {
+        let req = self.request(reqwest::Method::POST, self.session_url(id, rest));
+        let req = match body {
+            Some(body) => req.json(&body),
+            None => req,
         };
-        set("agentMode", new.agent_mode.clone().map(Value::from));
-        set(
-            "permissionMode",
-            new.permission_mode.clone().map(Value::from),
-        );
-        set("model", new.model.clone().map(Value::from));
-        set("directory", new.directory.clone().map(Value::from));
-        set("timeoutSeconds", new.timeout_seconds.map(Value::from));
+        self.call(req).await.map(|_| ())
+    }
+}
+
+#[async_trait]
+impl Transport for Remote {
+    fn describe(&self) -> String {
+        format!("the daemon at {}", self.base)
+    }
+
+    fn is_local(&self) -> bool {
+        false
+    }
+
+    async fn create(&self, id: &str, req: &CreateRequest) -> Result<(), ClientError> {
         let req = self
             .request(reqwest::Method::POST, self.session_url(id, ""))
-            .json(&body);
+            .json(req);
         self.call(req).await.map(|_| ())
     }
 
-    pub async fn info(&self, id: &str) -> Result<SessionRow, ClientError> {
+    async fn info(&self, id: &str) -> Result<SessionInfo, ClientError> {
         let req = self.request(reqwest::Method::GET, self.session_url(id, ""));
-        SessionRow::from_json(self.json(req).await?)
+        self.json(req).await
     }
 
-    pub async fn list(&self) -> Result<Vec<SessionRow>, ClientError> {
+    async fn list(&self) -> Result<Vec<SessionInfo>, ClientError> {
+        #[derive(serde::Deserialize)]
+        struct List {
+            sessions: Vec<SessionInfo>,
+        }
         let req = self.request(reqwest::Method::GET, self.url("/sessions"));
-        let mut doc = self.json(req).await?;
-        let Value::Array(sessions) = doc["sessions"].take() else {
-            return Err(ClientError::failed(
-                "the daemon's session list has no `sessions`",
-            ));
-        };
-        sessions.into_iter().map(SessionRow::from_json).collect()
+        Ok(self.json::<List>(req).await?.sessions)
     }
 
     /// Queues the message; the turn's events come after the session's events counted before.
-    pub async fn send(&self, id: &str, text: &str) -> Result<u64, ClientError> {
+    async fn send(&self, id: &str, text: &str) -> Result<u64, ClientError> {
         let before = self.info(id).await?.event_count;
-        let req = self
-            .request(reqwest::Method::POST, self.session_url(id, "/messages"))
-            .json(&json!({ "message": text }));
-        self.call(req).await?;
+        self.queue(id, text).await?;
         Ok(before)
     }
 
-    pub async fn events(&self, id: &str, after: u64) -> Result<RemoteEvents, ClientError> {
+    async fn queue(&self, id: &str, text: &str) -> Result<(), ClientError> {
+        self.post(id, "/messages", Some(json!({ "message": text })))
+            .await
+    }
+
+    async fn events(&self, id: &str, after: u64) -> Result<Events, ClientError> {
         let mut events = RemoteEvents {
             url: self.session_url(id, "/events/sse"),
-            remote: Remote {
-                base: self.base.clone(),
-                token: self.token.clone(),
-                http: self.http.clone(),
-            },
+            remote: self.clone_client(),
             after,
             body: None,
             buffer: Vec::new(),
             ready: VecDeque::new(),
         };
         events.connect().await?;
-        Ok(events)
+        Ok(
+            futures_util::stream::unfold(events, |mut events| async move {
+                let next = events.next().await.transpose()?;
+                Some((next, events))
+            })
+            .boxed(),
+        )
     }
 
-    pub async fn answer(
+    async fn answer(
         &self,
         id: &str,
         question_id: &str,
         answers: Vec<Vec<String>>,
     ) -> Result<(), ClientError> {
-        let url = self.session_url(id, &format!("/questions/{}/reply", encode(question_id)));
-        let req = self
-            .request(reqwest::Method::POST, url)
-            .json(&json!({ "answers": answers }));
-        self.call(req).await.map(|_| ())
-    }
-
-    pub async fn reject_question(&self, id: &str, question_id: &str) -> Result<(), ClientError> {
-        let url = self.session_url(id, &format!("/questions/{}/reject", encode(question_id)));
-        self.call(self.request(reqwest::Method::POST, url))
+        let rest = format!("/questions/{}/reply", encode(question_id));
+        self.post(id, &rest, Some(json!({ "answers": answers })))
             .await
-            .map(|_| ())
     }
 
-    pub async fn permission(
+    async fn reject_question(&self, id: &str, question_id: &str) -> Result<(), ClientError> {
+        let rest = format!("/questions/{}/reject", encode(question_id));
+        self.post(id, &rest, None).await
+    }
+
+    async fn permission(
         &self,
         id: &str,
         permission_id: &str,
-        reply: &str,
+        reply: PermissionReply,
     ) -> Result<(), ClientError> {
-        let url = self.session_url(id, &format!("/permissions/{}/reply", encode(permission_id)));
-        let req = self
-            .request(reqwest::Method::POST, url)
-            .json(&json!({ "reply": reply }));
-        self.call(req).await.map(|_| ())
-    }
-
-    /// `POST /v1/sessions/{id}/<what>` with no body (`cancel`, `terminate`).
-    pub async fn post_empty(&self, id: &str, what: &str) -> Result<(), ClientError> {
-        let url = self.session_url(id, &format!("/{what}"));
-        self.call(self.request(reqwest::Method::POST, url))
+        let rest = format!("/permissions/{}/reply", encode(permission_id));
+        self.post(id, &rest, Some(json!({ "reply": reply.as_str() })))
             .await
-            .map(|_| ())
     }
 
-    pub async fn delete(&self, id: &str) -> Result<(), ClientError> {
+    async fn cancel(&self, id: &str) -> Result<(), ClientError> {
+        self.post(id, "/cancel", None).await
+    }
+
+    async fn terminate(&self, id: &str) -> Result<(), ClientError> {
+        self.post(id, "/terminate", None).await
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), ClientError> {
         let req = self.request(reqwest::Method::DELETE, self.session_url(id, ""));
         self.call(req).await.map(|_| ())
     }
+
+    /// `/v1` has no route for it: a daemon's sessions keep their mode.
+    async fn set_mode(&self, _id: &str, _mode: &str) -> Result<(), ClientError> {
+        Err(ClientError::usage(
+            "a daemon's sessions keep their mode; `/new` starts one in the new mode",
+        ))
+    }
+
+    async fn close(&self) {}
 }
 
 /// A path segment, percent-encoded (ids are printable but may hold `/`, `?`, spaces, …).
@@ -212,7 +233,7 @@ fn encode(segment: &str) -> String {
 }
 
 /// A session's SSE stream, reopened after its last event when the connection drops.
-pub struct RemoteEvents {
+struct RemoteEvents {
     url: String,
     remote: Remote,
     after: u64,
@@ -238,7 +259,7 @@ impl RemoteEvents {
         Ok(())
     }
 
-    pub async fn next(&mut self) -> Result<Option<UniversalEvent>, ClientError> {
+    async fn next(&mut self) -> Result<Option<UniversalEvent>, ClientError> {
         let mut failures = 0;
         loop {
             if let Some(event) = self.ready.pop_front() {

@@ -58,8 +58,6 @@ pub struct Renderer {
     items: HashMap<String, Open>,
     /// Tool names by call id (for their results).
     calls: HashMap<String, String>,
-    /// The last top-level assistant message of the current turn.
-    answer: Option<String>,
 }
 
 impl Renderer {
@@ -71,23 +69,17 @@ impl Renderer {
         }
     }
 
-    /// The final answer of the turn so far: its last top-level assistant text message.
-    pub fn answer(&self) -> Option<&str> {
-        self.answer.as_deref()
-    }
-
     /// The pieces `event` makes, appended to `out`.
     pub fn apply(&mut self, event: &UniversalEvent, out: &mut Vec<Piece>) {
         match &event.data {
             EventData::TurnStarted(_) => {
-                self.answer = None;
                 out.push(Piece::Activity("thinking".into()));
             }
             EventData::TurnEnded(turn) => {
                 out.push(Piece::Break);
                 if self.history {
                     if let Some(meta) = &turn.metadata {
-                        let (style, text) = turn_summary(meta.status, meta.cost);
+                        let (style, text) = turn_summary(meta.status, meta.cost, meta.session_cost);
                         out.push(Piece::Line(style, text));
                     }
                 }
@@ -209,7 +201,10 @@ impl Renderer {
             ItemKind::Message if item.role == Some(ItemRole::User) => {
                 if self.history {
                     out.push(Piece::Break);
-                    out.push(Piece::Line(Style::Bold, format!("› {}", text_of(item))));
+                    out.push(Piece::Line(
+                        Style::Bold,
+                        format!("› {}", item.text().unwrap_or_default()),
+                    ));
                 }
             }
             ItemKind::Message => {
@@ -268,21 +263,14 @@ impl Renderer {
         let indent = "  ".repeat(depth);
         match item.kind {
             ItemKind::Message if item.role == Some(ItemRole::Assistant) => {
-                let reasoning = open.as_ref().is_some_and(|o| o.reasoning);
                 if depth > 0 {
-                    let text = one_line(&text_of(item), 160);
+                    let text = one_line(&item.text().unwrap_or_default(), 160);
                     if !text.is_empty() {
                         out.push(Piece::Break);
                         out.push(Piece::Line(Style::Dim, format!("{indent}│ {text}")));
                     }
                 } else {
                     out.push(Piece::Break);
-                    if !reasoning {
-                        let text = text_of(item);
-                        if !text.is_empty() {
-                            self.answer = Some(text);
-                        }
-                    }
                 }
                 out.push(Piece::Activity("thinking".into()));
             }
@@ -346,18 +334,6 @@ impl Renderer {
     }
 }
 
-/// The text parts of an item, joined.
-fn text_of(item: &Item) -> String {
-    item.content
-        .iter()
-        .filter_map(|p| match p {
-            ContentPart::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,12 +385,11 @@ mod tests {
             texts,
             [&Piece::Text("Hel".into()), &Piece::Text("lo".into())]
         );
-        assert_eq!(r.answer(), Some("Hello"));
         assert!(out.contains(&Piece::Break));
     }
 
     #[test]
-    fn reasoning_is_not_the_answer() {
+    fn reasoning_streams_dimmed() {
         let mut r = Renderer::new(false, false);
         let out = render(
             &mut r,
@@ -429,7 +404,7 @@ mod tests {
             ],
         );
         assert!(out.contains(&Piece::Reasoning("hmm".into())));
-        assert_eq!(r.answer(), None);
+        assert!(!out.iter().any(|p| matches!(p, Piece::Text(_))));
     }
 
     #[test]

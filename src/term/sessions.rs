@@ -4,75 +4,70 @@
 
 use std::io::{IsTerminal, Write};
 
+use futures_util::StreamExt;
 use time::OffsetDateTime;
 
 use super::args::{SessionsArgs, SessionsCommand};
-use super::connect::connect;
 use super::error::{exit, ClientError};
-use super::exec::{env, fail, runtime};
 use super::format::cost_text;
 use super::paint::Paint;
 use super::render::{Piece, Renderer};
-use super::settings::Settings;
-use super::transport::{SessionRow, Transport};
+use super::runner::{resolve, run_with_client};
+use super::transport::Transport;
 use super::view::View;
+use super::visible::visible;
+use crate::session::{PermissionReply, SessionInfo};
 use crate::universal::{EventData, QuestionData};
 
 /// `codebuffd sessions …`.
 pub fn run(args: SessionsArgs) -> u8 {
-    let tty = std::io::stderr().is_terminal();
-    let settings = match Settings::resolve(&args.client, &Default::default(), &env) {
-        Ok(s) => s,
-        Err(e) => return fail(Paint::plain(), &e.into()),
+    let (settings, paint) = match resolve(&args.client, &Default::default()) {
+        Ok(resolved) => resolved,
+        Err(code) => return code,
     };
-    let paint = Paint::new(settings.color, tty, &env);
-    let runtime = match runtime() {
-        Ok(r) => r,
-        Err(e) => return fail(paint, &e),
-    };
-    let code = runtime.block_on(async {
-        let transport = connect(&settings, &env, paint)?;
-        let result = command(&transport, args.command, paint).await;
-        transport.close().await;
-        result
-    });
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-    match code {
-        Ok(code) => code,
-        Err(e) => fail(paint, &e),
-    }
+    run_with_client(&settings, paint, async |client| {
+        command(client, args.command, paint).await
+    })
 }
 
+/// A line of data (JSON) on stdout, as it is.
 fn out(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{text}").and_then(|()| stdout.flush());
+}
+
+/// A line of a table for a person on stdout: what the agent influenced (titles, directories)
+/// is shown, never obeyed.
+fn show(text: &str) {
+    out(&visible(text));
 }
 
 fn done(what: &str) {
     eprintln!("{what}");
 }
 
-async fn command(t: &Transport, cmd: SessionsCommand, paint: Paint) -> Result<u8, ClientError> {
+async fn command(t: &dyn Transport, cmd: SessionsCommand, paint: Paint) -> Result<u8, ClientError> {
     match cmd {
         SessionsCommand::List { json } => {
-            let sessions = t.list().await?;
+            let mut sessions = t.list().await?;
+            sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
             if json {
                 for s in &sessions {
-                    out(&s.json.to_string());
+                    out(&serde_json::to_string(s).unwrap_or_default());
                 }
             } else {
                 for line in table(&sessions) {
-                    out(&line);
+                    show(&line);
                 }
             }
         }
         SessionsCommand::Show { id, json } => {
             let s = t.info(&id).await?;
             if json {
-                out(&serde_json::to_string_pretty(&s.json).unwrap_or_default());
+                out(&serde_json::to_string_pretty(&s).unwrap_or_default());
             } else {
                 for (key, value) in details(&s) {
-                    out(&format!("{key:<16} {value}"));
+                    show(&format!("{key:<16} {value}"));
                 }
             }
         }
@@ -99,12 +94,17 @@ async fn command(t: &Transport, cmd: SessionsCommand, paint: Paint) -> Result<u8
             permission_id,
             always,
         } => {
-            let reply = if always { "always" } else { "once" };
+            let reply = if always {
+                PermissionReply::Always
+            } else {
+                PermissionReply::Once
+            };
             t.permission(&id, &permission_id, reply).await?;
-            done(&format!("approved ({reply})"));
+            done(&format!("approved ({})", reply.as_str()));
         }
         SessionsCommand::Reject { id, permission_id } => {
-            t.permission(&id, &permission_id, "reject").await?;
+            t.permission(&id, &permission_id, PermissionReply::Reject)
+                .await?;
             done("rejected");
         }
         SessionsCommand::Cancel { id } => {
@@ -127,7 +127,7 @@ async fn command(t: &Transport, cmd: SessionsCommand, paint: Paint) -> Result<u8
 /// `question.requested` without its `question.resolved`). Each answer is typed as at the
 /// terminal: option numbers (`1,3` for several) or free text.
 async fn answer_args(
-    t: &Transport,
+    t: &dyn Transport,
     id: &str,
     args: Vec<String>,
 ) -> Result<(String, Vec<Vec<String>>), ClientError> {
@@ -158,14 +158,14 @@ async fn answer_args(
 }
 
 /// The session's open questions, oldest first.
-async fn open_questions(t: &Transport, id: &str) -> Result<Vec<QuestionData>, ClientError> {
+async fn open_questions(t: &dyn Transport, id: &str) -> Result<Vec<QuestionData>, ClientError> {
     let last = t.info(id).await?.event_count;
     let mut open: Vec<QuestionData> = Vec::new();
     if last == 0 {
         return Ok(open);
     }
     let mut events = t.events(id, 0).await?;
-    while let Some(event) = events.next().await? {
+    while let Some(event) = events.next().await.transpose()? {
         match &event.data {
             EventData::QuestionRequested(q) => open.push(q.clone()),
             EventData::QuestionResolved(q) => open.retain(|o| o.question_id != q.question_id),
@@ -181,7 +181,7 @@ async fn open_questions(t: &Transport, id: &str) -> Result<Vec<QuestionData>, Cl
 /// `sessions events`: the log from `after`, shown or as JSON lines; with `follow`, until
 /// Ctrl-C (the remote stream reconnects after the last event it saw).
 async fn events(
-    t: &Transport,
+    t: &dyn Transport,
     id: &str,
     follow: bool,
     json: bool,
@@ -206,7 +206,7 @@ async fn events(
     tokio::pin!(interrupted);
     loop {
         let event = tokio::select! {
-            e = events.next() => e?,
+            e = events.next() => e.transpose()?,
             _ = &mut interrupted => break,
         };
         let Some(event) = event else { break };
@@ -241,7 +241,7 @@ fn when(ms: u64) -> String {
 }
 
 /// The `list` table.
-pub fn table(sessions: &[SessionRow]) -> Vec<String> {
+pub fn table(sessions: &[SessionInfo]) -> Vec<String> {
     let mut lines = vec![format!(
         "{:<36}  {:<8}  {:<14}  {:>5}  {:>22}  {}",
         "ID", "AGENT", "STATUS", "TURNS", "COST", "UPDATED (UTC)"
@@ -251,7 +251,7 @@ pub fn table(sessions: &[SessionRow]) -> Vec<String> {
             "{:<36}  {:<8}  {:<14}  {:>5}  {:>22}  {}",
             s.session_id,
             s.agent,
-            s.status,
+            s.status.as_str(),
             s.turns,
             cost_text(s.cost),
             when(s.updated_at)
@@ -260,11 +260,11 @@ pub fn table(sessions: &[SessionRow]) -> Vec<String> {
     lines
 }
 
-fn details(s: &SessionRow) -> Vec<(&'static str, String)> {
+fn details(s: &SessionInfo) -> Vec<(&'static str, String)> {
     let mut rows = vec![
         ("id", s.session_id.clone()),
         ("agent", s.agent.clone()),
-        ("status", s.status.clone()),
+        ("status", s.status.as_str().to_owned()),
         ("mode", s.agent_mode.clone()),
         ("permission mode", s.permission_mode.clone()),
         ("model", s.model.clone().unwrap_or_else(|| "-".into())),

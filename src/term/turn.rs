@@ -1,42 +1,45 @@
 //! One turn from the terminal: send the message, follow the session's log from the turn's
-//! `turn.started` to its `turn.ended` — showing it (`render.rs` → `view.rs`), writing each event
-//! as a JSON line with `--json`, answering questions and permission requests (`prompts.rs`) —
-//! and say how it ended. Ctrl-C cancels the turn through the engine (the daemon's cancel, not a
-//! kill); a second Ctrl-C within 2 s gives up waiting.
+//! `turn.started` to its end — showing it (`render.rs` → `view.rs`), writing each event as a
+//! JSON line with `--json`, answering questions and permission requests (`prompts.rs`) — and
+//! say how it ended. How it ended is the engine's verdict ([`TurnTracker`]), the same every
+//! door gives for the same log; the terminal only shows it.
+//!
+//! Ctrl-C and SIGTERM cancel the turn through the engine (the daemon's cancel, not a kill) and
+//! wait for its end; a second one within 2 s gives up waiting.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use super::error::ClientError;
+use super::error::{exit, ClientError};
+use super::format::closing_line;
 use super::prompts::{Asker, PermissionAnswer, QuestionReply};
 use super::render::{Piece, Renderer, Style};
-use super::transport::Transport;
+use super::transport::{Events, Transport};
 use super::view::View;
-use crate::universal::{Cost, EventData, TurnStatus};
+use crate::session::{TurnEnd, TurnTracker};
+use crate::universal::{EventData, TurnStatus, UniversalEvent};
 
 /// A second Ctrl-C within this long exits at once.
 const SECOND_INTERRUPT: Duration = Duration::from_secs(2);
 
-/// How a turn ended.
+/// How a turn ended, as the terminal shows it.
 #[derive(Debug, Clone)]
 pub struct TurnResult {
-    pub status: TurnStatus,
-    /// The turn's cost.
-    pub cost: Cost,
-    /// Its final answer (last top-level assistant message).
-    pub answer: Option<String>,
+    /// The engine's verdict.
+    pub end: TurnEnd,
     pub elapsed: Duration,
-    /// Why it failed, when it did.
-    pub message: Option<String>,
+    /// The signal that made the client cancel the turn, when one did.
+    pub stopped_by: Option<Stop>,
 }
 
 /// How a turn's follow ended.
 pub enum Followed {
-    Ended(TurnResult),
-    /// Ctrl-C twice: stop waiting now.
-    Abandoned,
+    Ended(Box<TurnResult>),
+    /// Ctrl-C (or SIGTERM) twice: stop waiting now.
+    Abandoned(Stop),
 }
 
 /// Everything a turn is shown with.
@@ -48,24 +51,41 @@ pub struct TurnIo<'a> {
     pub json: bool,
 }
 
-/// Ctrl-C, as a stream (SIGINT no longer ends the process once this is made).
+/// A signal that stops the turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+/// Ctrl-C and SIGTERM, as a stream (neither ends the process once this is made).
 pub struct Interrupts {
-    signal: Option<Signal>,
+    interrupt: Option<Signal>,
+    terminate: Option<Signal>,
 }
 
 impl Interrupts {
     pub fn new() -> Interrupts {
         Interrupts {
-            signal: signal(SignalKind::interrupt()).ok(),
+            interrupt: signal(SignalKind::interrupt()).ok(),
+            terminate: signal(SignalKind::terminate()).ok(),
         }
     }
 
-    async fn next(&mut self) {
-        match &mut self.signal {
-            Some(s) => {
-                s.recv().await;
+    async fn next(&mut self) -> Stop {
+        async fn recv(signal: &mut Option<Signal>) {
+            match signal {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
             }
-            None => std::future::pending().await,
+        }
+        tokio::select! {
+            () = recv(&mut self.interrupt) => Stop::Interrupt,
+            () = recv(&mut self.terminate) => Stop::Terminate,
         }
     }
 }
@@ -78,125 +98,177 @@ impl Default for Interrupts {
 
 /// Sends `text` to session `id` and follows its turn to the end.
 pub async fn run(
-    transport: &Transport,
+    transport: &dyn Transport,
     id: &str,
     text: &str,
     io: TurnIo<'_>,
     interrupts: &mut Interrupts,
 ) -> Result<Followed, ClientError> {
-    io.view.start_clock();
+    io.view.start_turn();
     let started = Instant::now();
     io.view.show(&[Piece::Activity("starting".into())]);
     let after = transport.send(id, text).await?;
-    follow(transport, id, after, io, interrupts, started).await
+    let events = transport.events(id, after).await?;
+    let follower = Follower {
+        transport,
+        id,
+        io,
+        tracker: TurnTracker::new(),
+        in_turn: false,
+        stopping: None,
+        pieces: Vec::new(),
+    };
+    follower.follow(events, interrupts, started).await
 }
 
-/// Follows the first turn that starts after sequence `after` to its end.
-pub async fn follow(
-    transport: &Transport,
-    id: &str,
-    after: u64,
-    io: TurnIo<'_>,
-    interrupts: &mut Interrupts,
-    started: Instant,
-) -> Result<Followed, ClientError> {
-    let TurnIo {
-        view,
-        renderer,
-        asker,
-        json,
-    } = io;
-    let mut events = transport.events(id, after).await?;
-    let mut in_turn = false;
-    let mut cancelled_at: Option<Instant> = None;
-    let mut pieces = Vec::new();
-    let mut last_error: Option<String> = None;
-    loop {
-        let event = tokio::select! {
-            event = events.next() => event?,
-            () = interrupts.next() => {
-                if cancelled_at.is_some_and(|at| at.elapsed() < SECOND_INTERRUPT) {
-                    view.finish();
-                    return Ok(Followed::Abandoned);
+/// One turn being followed.
+struct Follower<'a> {
+    transport: &'a dyn Transport,
+    id: &'a str,
+    io: TurnIo<'a>,
+    tracker: TurnTracker,
+    /// The turn's `turn.started` was seen (earlier events belong to a turn queued before it).
+    in_turn: bool,
+    /// The client asked the engine to cancel the turn: when, and why.
+    stopping: Option<(Instant, Stop)>,
+    pieces: Vec<Piece>,
+}
+
+impl Follower<'_> {
+    /// Follows the first turn that starts in `events` to its end.
+    async fn follow(
+        mut self,
+        mut events: Events,
+        interrupts: &mut Interrupts,
+        started: Instant,
+    ) -> Result<Followed, ClientError> {
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event.transpose()?,
+                stop = interrupts.next() => {
+                    if self.stop(stop).await? {
+                        self.io.view.finish();
+                        return Ok(Followed::Abandoned(stop));
+                    }
+                    continue;
                 }
-                cancelled_at = Some(Instant::now());
-                view.notice(Style::Warn, "cancelling the turn… (Ctrl-C again to quit now)");
-                transport.cancel(id).await?;
-                continue;
+            };
+            let Some(event) = event else {
+                self.io.view.finish();
+                return Err(ClientError::failed("the session's event log is gone"));
+            };
+            if let Some(end) = self.event(&event).await? {
+                self.io.view.finish();
+                return Ok(Followed::Ended(Box::new(TurnResult {
+                    end,
+                    elapsed: started.elapsed(),
+                    stopped_by: self.stopping.map(|(_, why)| why),
+                })));
             }
-        };
-        let Some(event) = event else {
-            view.finish();
-            return Err(ClientError::failed("the session's event log is gone"));
-        };
-        if !in_turn {
-            // Events of the session before this turn (a turn queued ahead of it).
-            if !matches!(event.data, EventData::TurnStarted(_)) {
-                continue;
-            }
-            in_turn = true;
         }
-        if json {
+    }
+
+    /// Cancels the turn (once; the engine answers with its end). True when the user insists
+    /// (a second Ctrl-C soon after the first): stop waiting.
+    async fn stop(&mut self, why: Stop) -> Result<bool, ClientError> {
+        if self
+            .stopping
+            .is_some_and(|(at, _)| at.elapsed() < SECOND_INTERRUPT)
+        {
+            return Ok(true);
+        }
+        self.stopping = Some((Instant::now(), why));
+        self.io.view.show(&[Piece::Activity(
+            "cancelling (Ctrl-C again to quit now)".into(),
+        )]);
+        self.transport.cancel(self.id).await?;
+        Ok(false)
+    }
+
+    /// Shows an event of the turn and answers what it asks; the verdict when it ended the turn.
+    async fn event(&mut self, event: &UniversalEvent) -> Result<Option<TurnEnd>, ClientError> {
+        if !self.in_turn {
+            match event.data {
+                EventData::TurnStarted(_) => self.in_turn = true,
+                // The session ended before this turn started (it was queued): the turn is over.
+                EventData::SessionEnded(_) => {
+                    self.io.renderer.apply(event, &mut self.pieces);
+                    return Ok(self.tracker.take(&event.data).cloned());
+                }
+                // A turn queued ahead of this one.
+                _ => return Ok(None),
+            }
+        }
+        if self.io.json {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", event.to_json(false)).and_then(|()| out.flush());
         }
-        pieces.clear();
-        renderer.apply(&event, &mut pieces);
-        view.show(&pieces);
+        self.pieces.clear();
+        self.io.renderer.apply(event, &mut self.pieces);
+        // Once the client cancelled, the agent's report that it was stopped (`error
+        // [aborted]`) says nothing new: the closing line says it.
+        if !(self.stopping.is_some() && matches!(event.data, EventData::Error(_))) {
+            self.io.view.show(&self.pieces);
+        }
         match &event.data {
-            EventData::Error(e) => last_error = Some(e.message.clone()),
-            EventData::QuestionRequested(q) => match asker.question(q, view).await? {
-                QuestionReply::Answer(answers) => {
-                    report(view, transport.answer(id, &q.question_id, answers).await);
-                }
-                QuestionReply::Skip => {
-                    report(view, transport.reject_question(id, &q.question_id).await);
-                }
-                QuestionReply::CancelTurn => {
-                    cancelled_at = Some(Instant::now());
-                    transport.cancel(id).await?;
-                }
-            },
-            EventData::PermissionRequested(p) => match asker.permission(p, view).await? {
-                PermissionAnswer::Reply(reply) => {
-                    report(
-                        view,
-                        transport.permission(id, &p.permission_id, reply).await,
-                    );
-                }
-                PermissionAnswer::CancelTurn => {
-                    cancelled_at = Some(Instant::now());
-                    transport.cancel(id).await?;
-                }
-            },
-            EventData::TurnEnded(turn) => {
-                view.finish();
-                let meta = turn.metadata.clone();
-                let status = meta.as_ref().map_or(TurnStatus::Failed, |m| m.status);
-                let message = meta
-                    .as_ref()
-                    .and_then(|m| m.message.clone())
-                    .or(last_error.clone());
-                return Ok(Followed::Ended(TurnResult {
-                    status,
-                    cost: meta.map(|m| m.cost).unwrap_or_default(),
-                    answer: renderer.answer().map(str::to_owned),
-                    elapsed: started.elapsed(),
-                    message,
-                }));
+            EventData::QuestionRequested(q) => {
+                let reply = self.io.asker.question(q, &mut *self.io.view).await?;
+                let id = self.id;
+                let answered = match reply {
+                    QuestionReply::Answer(answers) => {
+                        self.transport.answer(id, &q.question_id, answers).await
+                    }
+                    QuestionReply::Skip => self.transport.reject_question(id, &q.question_id).await,
+                    QuestionReply::CancelTurn => return self.cancel_at_prompt().await,
+                };
+                report(&mut *self.io.view, answered);
             }
-            EventData::SessionEnded(end) => {
-                view.finish();
-                return Ok(Followed::Ended(TurnResult {
-                    status: TurnStatus::Failed,
-                    cost: Cost::default(),
-                    answer: renderer.answer().map(str::to_owned),
-                    elapsed: started.elapsed(),
-                    message: end.message.clone().or(Some("the session ended".into())),
-                }));
+            EventData::PermissionRequested(p) => {
+                match self.io.asker.permission(p, &mut *self.io.view).await? {
+                    PermissionAnswer::Reply(reply) => {
+                        let answered = self
+                            .transport
+                            .permission(self.id, &p.permission_id, reply)
+                            .await;
+                        report(&mut *self.io.view, answered);
+                    }
+                    PermissionAnswer::CancelTurn => return self.cancel_at_prompt().await,
+                }
             }
             _ => {}
         }
+        Ok(self.tracker.take(&event.data).cloned())
+    }
+
+    /// Ctrl-C at a question or an approval: the turn is cancelled.
+    async fn cancel_at_prompt(&mut self) -> Result<Option<TurnEnd>, ClientError> {
+        self.stopping = Some((Instant::now(), Stop::Interrupt));
+        self.transport.cancel(self.id).await?;
+        Ok(None)
+    }
+}
+
+/// Says how a turn ended: why, when it did not complete (a cancel needs no reason: the user
+/// asked for it), and (with `closing`) the closing line — status, duration, the turn's and the
+/// session's cost, and how to resume.
+pub fn show_ending(view: &mut View, result: &TurnResult, id: &str, closing: bool) {
+    let end = &result.end;
+    match end.status {
+        TurnStatus::Completed => {}
+        TurnStatus::Cancelled if result.stopped_by.is_some() => {}
+        // Cancelled by someone else: say who or what.
+        TurnStatus::Cancelled => view.notice(Style::Warn, &format!("codebuffd: {}", end.reason())),
+        _ => view.notice(Style::Error, &format!("codebuffd: {}", end.reason())),
+    }
+    if closing {
+        let (style, line) = closing_line(
+            end.status,
+            result.elapsed,
+            end.turn_cost,
+            end.session_cost,
+            id,
+        );
+        view.notice(style, &line);
     }
 }
 
@@ -207,13 +279,21 @@ fn report(view: &mut View, result: Result<(), ClientError>) {
     }
 }
 
-/// The exit status of a turn that ended with `status`.
-pub fn exit_code(status: TurnStatus) -> u8 {
-    use super::error::exit;
-    match status {
+/// The exit status of a turn that ended as `result` says.
+pub fn exit_code(result: &TurnResult) -> u8 {
+    match result.end.status {
         TurnStatus::Completed => exit::OK,
-        TurnStatus::Cancelled => exit::CANCELLED,
+        TurnStatus::Cancelled => stopped_code(result.stopped_by),
         TurnStatus::BudgetExhausted => exit::BUDGET_OR_CREDENTIALS,
         TurnStatus::Failed | TurnStatus::TimedOut | TurnStatus::Interrupted => exit::FAILED,
+    }
+}
+
+/// The exit status of a turn cancelled (or given up on) after `stop`: 143 after SIGTERM, as a
+/// process ended by it, 130 otherwise (Ctrl-C, or a cancel from elsewhere).
+pub fn stopped_code(stop: Option<Stop>) -> u8 {
+    match stop {
+        Some(Stop::Terminate) => exit::TERMINATED,
+        Some(Stop::Interrupt) | None => exit::CANCELLED,
     }
 }

@@ -2,14 +2,17 @@
 //! cursor is (mid-line while text streams), and on a terminal shows a spinner with the turn's
 //! elapsed time and what is happening while nothing streams. Without a terminal there is no
 //! spinner and no colour; with `--quiet` only errors and what needs an answer are written.
+//! Every text is shown, never obeyed (`visible.rs`), before the view's own colours are added.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::echo::EchoOff;
 use super::paint::Paint;
 use super::render::{Piece, Style};
+use super::visible::visible;
 
 /// How often the spinner moves.
 const TICK: Duration = Duration::from_millis(100);
@@ -28,6 +31,8 @@ pub struct View {
     at_line_start: bool,
     /// Write to stdout instead (`sessions events`, where the view is the data).
     stdout: bool,
+    /// The terminal's echo, off while a turn runs (`echo.rs`).
+    echo: Option<EchoOff>,
 }
 
 impl View {
@@ -41,6 +46,7 @@ impl View {
             since: Instant::now(),
             at_line_start: true,
             stdout: false,
+            echo: None,
         }
     }
 
@@ -55,9 +61,13 @@ impl View {
         self.paint
     }
 
-    /// Restarts the clock the spinner shows (a new turn).
-    pub fn start_clock(&mut self) {
+    /// A new turn: the spinner's clock restarts, and on a terminal what is typed is not
+    /// echoed until the turn's output is finished.
+    pub fn start_turn(&mut self) {
         self.since = Instant::now();
+        if self.tty && self.echo.is_none() {
+            self.echo = EchoOff::new();
+        }
     }
 
     /// Writes pieces.
@@ -91,7 +101,7 @@ impl View {
 
     /// Writes a whole line (on a line of its own).
     pub fn line(&mut self, style: Style, text: &str) {
-        let text = format!("{}\n", self.paint.paint(style, text));
+        let text = format!("{}\n", self.paint.paint(style, &visible(text)));
         let newline = !self.at_line_start;
         match &self.spinner {
             Some(bar) => bar.suspend(|| {
@@ -122,7 +132,7 @@ impl View {
             return;
         }
         self.stop_spinner();
-        let painted = self.paint.paint(style, text);
+        let painted = self.paint.paint(style, &visible(text));
         self.write(&painted);
         self.at_line_start = text.ends_with('\n');
     }
@@ -170,6 +180,7 @@ impl View {
     pub fn finish(&mut self) {
         self.stop_spinner();
         self.show(&[Piece::Break]);
+        self.echo = None;
     }
 }
 

@@ -11,8 +11,7 @@ use super::outbox::Outbox;
 use super::server::ServerAction;
 use super::session::{cause, ensure, NewSession};
 use super::Door;
-use crate::codebuff::PermissionReply;
-use crate::session::SessionError;
+use crate::session::{PermissionReply, SessionError};
 
 /// `init`: makes sure session `id` exists, then answers `init-response` with its usage.
 pub async fn init(door: Arc<Door>, out: Outbox, id: String, init: InitAction) {
@@ -32,7 +31,8 @@ pub async fn init(door: Arc<Door>, out: Outbox, id: String, init: InitAction) {
                 )),
                 agent_names: Some(json!({"codebuff": "Codebuff", "mock": "Mock agent"})),
                 usage: info.cost.credits,
-                remaining_balance: info.remaining,
+                // The protocol requires a number: without a budget, the usage.
+                remaining_balance: info.remaining.unwrap_or(info.cost.credits),
                 next_quota_reset: None,
                 session_id: id,
             })

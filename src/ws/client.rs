@@ -45,10 +45,14 @@ pub enum ClientAction {
     Init(Box<InitAction>),
     /// **(ours)** `answer`: answer a question the agent asked.
     Answer(AnswerAction),
-    /// **(ours)** `cancel`: stop the running prompt.
+    /// `cancel-user-input` (the protocol's, from `@codebuff/sdk`), or **(ours)** `cancel`:
+    /// stop the running prompt.
     Cancel(CancelAction),
     /// **(ours)** `permission-reply`: allow or refuse a tool the agent wants to run.
     PermissionReply(PermissionReplyAction),
+    /// An action of an older generation of the protocol (the `codebuff` CLI 1.0's
+    /// `user-input`, `usage`, …): answered with an `action-error` naming the generation served.
+    Unsupported { kind: String },
 }
 
 /// The `prompt` action (field names as the protocol spells them).
@@ -85,9 +89,14 @@ pub struct PromptAction {
     /// `codebuff` or `mock` picks the agent of a session this prompt creates.
     #[serde(default)]
     pub agent_id: Option<String>,
-    /// **(ours)** The session to run in (before `sessionState.sessionId` and `identify`).
+    /// **(ours)** The session to run in (before `sessionState` and `identify`).
     #[serde(default)]
     pub session_id: Option<String>,
+    /// **(ours)** The extension actions this prompt's client takes: `question` (then it
+    /// answers them; else the door declines an unanswered question after its question
+    /// timeout) and `permission`.
+    #[serde(default)]
+    pub extensions: Vec<String>,
 }
 
 impl PromptAction {
@@ -104,13 +113,15 @@ impl PromptAction {
             .join("\n")
     }
 
-    /// The session `sessionState` names, if it names one.
+    /// The session `sessionState` names, if it names one: its `sessionId`, else its
+    /// `mainAgentState.runId` (see [`super::state`]).
     pub fn state_session(&self) -> Option<&str> {
-        self.session_state
-            .as_ref()?
-            .get("sessionId")?
-            .as_str()
-            .filter(|s| !s.is_empty())
+        super::state::named_session(self.session_state.as_ref()?)
+    }
+
+    /// True when the client takes extension action `name` (`question`, `permission`).
+    pub fn takes(&self, name: &str) -> bool {
+        self.extensions.iter().any(|e| e == name)
     }
 
     /// Checks what serde cannot: a text to send, and content made of text parts.
@@ -135,6 +146,15 @@ impl PromptAction {
         }
         if self.prompt_id.is_empty() {
             return Err("`promptId` must not be empty".into());
+        }
+        if let Some(other) = self
+            .extensions
+            .iter()
+            .find(|e| !EXTENSIONS.contains(&e.as_str()))
+        {
+            return Err(format!(
+                "unknown extension `{other}`; expected `question` or `permission`"
+            ));
         }
         if self.text().trim().is_empty() {
             return Err("a prompt needs a non-empty `prompt` or text `content`".into());
@@ -174,7 +194,8 @@ pub struct AnswerAction {
     pub session_id: Option<String>,
 }
 
-/// **(ours)** The `cancel` action.
+/// The `cancel-user-input` action (`{promptId, authToken}`; the token is not needed: the
+/// connection was authenticated at its upgrade), or **(ours)** `cancel`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CancelAction {
@@ -249,7 +270,19 @@ pub struct ParseError {
 /// The message types a client may send.
 const MESSAGE_TYPES: &str = "identify, ping, subscribe, unsubscribe, action";
 /// The action types a client may send.
-const ACTION_TYPES: &str = "prompt, init, answer, cancel, permission-reply";
+const ACTION_TYPES: &str = "prompt, init, cancel-user-input, answer, cancel, permission-reply";
+/// The extension actions a prompt may ask for.
+const EXTENSIONS: [&str; 2] = ["question", "permission"];
+/// Actions of the protocol's older generation only (the `codebuff` CLI 1.0.x, e.g. 1.0.115:
+/// its `CLIENT_ACTION_SCHEMA` less what `@codebuff/sdk` 0.3 also sends), not served.
+const OLDER_GENERATION: [&str; 6] = [
+    "user-input",
+    "usage",
+    "login-code-request",
+    "login-status-request",
+    "clear-auth-token",
+    "generate-commit-message",
+];
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -359,7 +392,8 @@ fn parse_action(data: Map<String, Value>) -> Result<ClientAction, String> {
         }
         "init" => Ok(ClientAction::Init(Box::new(typed(&kind, data)?))),
         "answer" => Ok(ClientAction::Answer(typed(&kind, data)?)),
-        "cancel" => Ok(ClientAction::Cancel(typed(&kind, data)?)),
+        "cancel" | "cancel-user-input" => Ok(ClientAction::Cancel(typed(&kind, data)?)),
+        old if OLDER_GENERATION.contains(&old) => Ok(ClientAction::Unsupported { kind }),
         "permission-reply" => {
             let reply: PermissionReplyAction = typed(&kind, data)?;
             if !matches!(reply.reply.as_str(), "once" | "always" | "reject") {
@@ -535,11 +569,65 @@ mod tests {
                 })
             }
         );
+        assert_eq!(
+            ok(
+                r#"{"type":"action","txid":9,"data":{"type":"cancel-user-input","authToken":"k","promptId":"p2"}}"#
+            ),
+            ClientMessage::Action {
+                txid: Some(9),
+                action: ClientAction::Cancel(CancelAction {
+                    prompt_id: Some("p2".into()),
+                    session_id: None
+                })
+            }
+        );
         assert!(matches!(
             ok(r#"{"type":"action","data":{"type":"permission-reply","permissionId":"perm-1","reply":"always","sessionId":"s"}}"#),
             ClientMessage::Action { txid: None, action: ClientAction::PermissionReply(r) }
                 if r.permission_id == "perm-1" && r.reply == "always" && r.session_id.as_deref() == Some("s")
         ));
+    }
+
+    #[test]
+    fn the_older_generations_user_input_is_taken_to_be_refused_by_name() {
+        assert_eq!(
+            ok(r#"{"type":"action","txid":4,"data":{"type":"user-input","prompt":"hi"}}"#),
+            ClientMessage::Action {
+                txid: Some(4),
+                action: ClientAction::Unsupported {
+                    kind: "user-input".into()
+                }
+            }
+        );
+        assert!(matches!(
+            ok(r#"{"type":"action","data":{"type":"generate-commit-message","stagedChanges":""}}"#),
+            ClientMessage::Action { action: ClientAction::Unsupported { kind }, .. } if kind == "generate-commit-message"
+        ));
+    }
+
+    #[test]
+    fn prompts_name_the_extensions_they_take() {
+        let ClientMessage::Action {
+            action: ClientAction::Prompt(p),
+            ..
+        } = ok(
+            r#"{"type":"action","data":{"type":"prompt","promptId":"p","prompt":"x","extensions":["question"]}}"#,
+        )
+        else {
+            panic!("not a prompt")
+        };
+        assert!(p.takes("question") && !p.takes("permission"));
+        assert_eq!(
+            err(r#"{"type":"action","data":{"type":"prompt","promptId":"p","prompt":"x","extensions":["telepathy"]}}"#).message,
+            "bad `prompt` action: unknown extension `telepathy`; expected `question` or `permission`"
+        );
+        let state = ok(
+            r#"{"type":"action","data":{"type":"prompt","promptId":"p","prompt":"x","sessionState":{"mainAgentState":{"runId":"s-4"}}}}"#,
+        );
+        assert!(
+            matches!(state, ClientMessage::Action { action: ClientAction::Prompt(p), .. }
+            if p.state_session() == Some("s-4"))
+        );
     }
 
     #[test]
@@ -573,7 +661,7 @@ mod tests {
             (e.txid, e.message.as_str()),
             (
                 Some(2),
-                "unknown action type `dance`; expected one of prompt, init, answer, cancel, permission-reply"
+                "unknown action type `dance`; expected one of prompt, init, cancel-user-input, answer, cancel, permission-reply"
             )
         );
     }

@@ -14,11 +14,12 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use super::actions;
 use super::client::{self, ClientAction, ClientMessage, Topic};
+use super::frames::{self, CLOSE_TOO_BIG};
 use super::outbox::{self, Outbox};
 use super::prompt;
 use super::server::{ServerAction, ServerMessage};
 use super::subscription;
-use super::Door;
+use super::{CancelTarget, Door};
 use crate::scope::ConnectionScope;
 use crate::sync::LockExt;
 
@@ -29,53 +30,34 @@ pub const CLOSE_GOING_AWAY: u16 = 1001;
 /// How long the writer gets to deliver what is queued once the connection ends.
 const WRITER_GRACE: Duration = Duration::from_secs(5);
 
-/// Which session this connection's prompts, questions and permission requests belong to, so
-/// `cancel`, `answer` and `permission-reply` find it without naming it.
+/// Which session the questions and permission requests this connection was shown belong
+/// to, so `answer` and `permission-reply` find it without naming it. (Running prompts are
+/// the door's: `cancel-user-input` may come from any connection.)
 #[derive(Debug, Default)]
 pub struct Routes {
-    inner: Mutex<RoutesInner>,
-}
-
-#[derive(Debug, Default)]
-struct RoutesInner {
-    /// Running prompt id → its session.
-    prompts: HashMap<String, String>,
     /// Open question or permission id → (its session, the prompt that showed it).
-    asks: HashMap<String, (String, String)>,
+    asks: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl Routes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, RoutesInner> {
-        self.inner.lock_unpoisoned()
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, String)>> {
+        self.asks.lock_unpoisoned()
     }
 
-    fn prompt_started(&self, prompt_id: &str, session: &str) {
-        self.lock()
-            .prompts
-            .insert(prompt_id.to_owned(), session.to_owned());
-    }
-
-    /// Forgets a prompt that is over, with what it asked.
+    /// Forgets what a prompt that is over asked.
     pub fn prompt_ended(&self, prompt_id: &str) {
-        let mut inner = self.lock();
-        inner.prompts.remove(prompt_id);
-        inner.asks.retain(|_, (_, p)| p != prompt_id);
+        self.lock().retain(|_, (_, p)| p != prompt_id);
     }
 
     /// Remembers that prompt `prompt_id` of session `session` showed question or permission
     /// request `ask`.
     pub fn asked(&self, ask: &str, session: &str, prompt_id: &str) {
         self.lock()
-            .asks
             .insert(ask.to_owned(), (session.to_owned(), prompt_id.to_owned()));
     }
 
-    fn session_of_prompt(&self, prompt_id: &str) -> Option<String> {
-        self.lock().prompts.get(prompt_id).cloned()
-    }
-
     fn session_of_ask(&self, ask: &str) -> Option<String> {
-        self.lock().asks.get(ask).map(|(s, _)| s.clone())
+        self.lock().get(ask).map(|(s, _)| s.clone())
     }
 }
 
@@ -136,10 +118,35 @@ pub async fn serve(socket: WebSocket, door: Arc<Door>, scope: Option<ConnectionS
                 conn.out.close(CLOSE_HEARTBEAT, reason).await;
                 break;
             }
-            Ok(None | Some(Err(_))) => break,
+            Ok(None) => break,
+            Ok(Some(Err(error))) => {
+                // A message far over the limit is refused unread (its txid unknown); any other
+                // read error means the connection is broken, and the close is a courtesy.
+                tracing::debug!(%error, "a WebSocket connection failed to read");
+                conn.tasks.shutdown().await;
+                let (code, reason) = if frames::is_capacity(&error) {
+                    (
+                        CLOSE_TOO_BIG,
+                        frames::too_big_reason(None, conn.door.max_message_bytes),
+                    )
+                } else {
+                    (frames::PROTOCOL_ERROR, "the connection failed".to_owned())
+                };
+                conn.out.close(code, reason).await;
+                break;
+            }
             Ok(Some(Ok(frame))) => frame,
         };
+        let limit = conn.door.max_message_bytes;
         match frame {
+            Message::Text(text) if text.len() > limit => {
+                conn.too_big(Some(text.as_str()), text.len()).await;
+                break;
+            }
+            Message::Binary(bytes) if bytes.len() > limit => {
+                conn.too_big(None, bytes.len()).await;
+                break;
+            }
             Message::Text(text) => conn.take(text.as_str()).await,
             Message::Binary(_) => {
                 conn.out
@@ -167,6 +174,37 @@ pub async fn serve(socket: WebSocket, door: Arc<Door>, scope: Option<ConnectionS
 }
 
 impl Connection {
+    /// Answers a message over the limit and closes the connection (1009): a failed `ack` with
+    /// its `txid`, and a prompt's `prompt-error`, when they can be read from `text`.
+    async fn too_big(&mut self, text: Option<&str>, size: usize) {
+        let limit = self.door.max_message_bytes;
+        let reason = frames::too_big_reason(Some(size), limit);
+        tracing::debug!(size, limit, "a WebSocket message over the limit");
+        let head = text.map(frames::head).unwrap_or_default();
+        self.out
+            .send(&ServerMessage::nack(head.txid, reason.clone()))
+            .await;
+        if let Some(prompt_id) = head.prompt_id {
+            self.out
+                .action(ServerAction::PromptError {
+                    user_input_id: prompt_id,
+                    message: reason.clone(),
+                    error: Some("message_too_big".into()),
+                    remaining_balance: None,
+                    session_id: head
+                        .session_id
+                        .or_else(|| self.session.clone())
+                        .unwrap_or_default(),
+                })
+                .await;
+        }
+        self.tasks.shutdown().await;
+        // A close reason is at most 123 bytes (this one is ASCII).
+        let mut short = reason;
+        short.truncate(123);
+        self.out.close(CLOSE_TOO_BIG, short).await;
+    }
+
     /// Takes one text frame: acks it, then starts what it asks for.
     async fn take(&mut self, text: &str) {
         let message = match client::parse(text) {
@@ -247,10 +285,12 @@ impl Connection {
                     }
                     None => self.session_or_new(),
                 };
-                self.routes.prompt_started(&p.prompt_id, &session);
                 let routes = self.routes.clone();
+                // In the door's table before the next message is read: a cancel right behind
+                // the prompt finds it.
+                let running = prompt::Running::new(&door, &p.prompt_id, &session);
                 self.tasks
-                    .spawn(prompt::run(door, out, routes, session, *p));
+                    .spawn(prompt::run(door, out, routes, running, *p));
             }
             ClientAction::Init(init) => {
                 let session = match init.session_id.clone() {
@@ -275,14 +315,43 @@ impl Connection {
                     .spawn(actions::permission_reply(door, out, session, r));
             }
             ClientAction::Cancel(c) => {
-                let known = c
-                    .prompt_id
-                    .as_deref()
-                    .and_then(|p| self.routes.session_of_prompt(p));
+                let known = match (c.session_id.is_some(), c.prompt_id.as_deref()) {
+                    (false, Some(prompt_id)) => match self.door.cancel_prompt(prompt_id) {
+                        CancelTarget::Running(session) => Some(session),
+                        // Stopped as soon as its turn starts (by its own task).
+                        CancelTarget::Pending => return,
+                        // That prompt is over (or never ran): nothing to stop, and no other
+                        // prompt of the connection's session is stopped in its place.
+                        CancelTarget::Unknown => {
+                            tracing::debug!(prompt = %prompt_id, "cancel of a prompt that is not running");
+                            return;
+                        }
+                    },
+                    _ => None,
+                };
                 let Some(session) = self.target(c.session_id.clone(), known).await else {
                     return;
                 };
                 self.tasks.spawn(actions::cancel(door, out, session));
+            }
+            ClientAction::Unsupported { kind } => {
+                let remaining_balance = self
+                    .session
+                    .as_deref()
+                    .and_then(|id| self.door.manager.info(id).ok())
+                    .and_then(|i| i.remaining);
+                self.out
+                    .action(ServerAction::ActionError {
+                        message: format!(
+                            "`{kind}` is an action of the codebuff CLI 1.0 generation of the \
+                             protocol, which codebuffd does not serve: /v1/ws speaks the \
+                             generation of @codebuff/sdk 0.3 (`prompt`, `cancel-user-input`, \
+                             `init`; docs/ws.md)"
+                        ),
+                        error: Some("unsupported_client".into()),
+                        remaining_balance,
+                    })
+                    .await;
             }
         }
     }

@@ -2,9 +2,13 @@
 //! `data` is one of the protocol's server actions (field names exactly as the Codebuff protocol
 //! spells them, `next_quota_reset` included) or one of ours (`event`, `question`,
 //! `permission`). Pure: serialization only.
+//!
+//! The shapes are those `@codebuff/sdk` 0.3.13's own schemas accept (`SERVER_ACTION_SCHEMA`,
+//! `PromptResponseSchema` in its `dist`): optional fields are absent, never null, except
+//! `next_quota_reset`, which that schema requires (nullable).
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::universal::Cost;
 
@@ -13,10 +17,12 @@ use crate::universal::Cost;
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum ServerMessage {
     /// The answer to every client message: `success` false with the parser's `error` when it
-    /// was not taken.
+    /// was not taken. `txid` is absent when the frame had no usable one.
     Ack {
+        #[serde(skip_serializing_if = "Option::is_none")]
         txid: Option<i64>,
         success: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
     /// A server action.
@@ -63,7 +69,9 @@ pub enum ServerAction {
     #[serde(rename_all = "camelCase")]
     PromptResponse {
         prompt_id: String,
-        session_state: SessionState,
+        /// A Codebuff `SessionState` (`fileContext`, `mainAgentState`) plus ours; built by
+        /// [`super::state`].
+        session_state: Value,
         /// The tool calls the agent made in the turn (the daemon ran them).
         tool_calls: Vec<ToolCall>,
         /// Their results.
@@ -77,22 +85,27 @@ pub enum ServerAction {
         message: String,
         /// The typed cause: the turn's code (`backend_error`, `auth_failed`, …), its status
         /// (`cancelled`, `timed_out`, …), or the request's (`budget_exhausted`, …).
+        #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
-        /// Credits left of the session's budget; null without a budget.
+        /// Credits left of the session's budget; absent without a budget.
+        #[serde(skip_serializing_if = "Option::is_none")]
         remaining_balance: Option<f64>,
         /// **(ours)** The session the prompt ran in.
         session_id: String,
     },
     /// The answer to `init`.
     InitResponse {
+        #[serde(skip_serializing_if = "Option::is_none")]
         message: Option<String>,
-        #[serde(rename = "agentNames")]
+        #[serde(rename = "agentNames", skip_serializing_if = "Option::is_none")]
         agent_names: Option<Value>,
         /// Credits the session has spent.
         usage: f64,
-        /// Credits left of the session's budget; null without a budget.
+        /// Credits left of the session's budget; without a budget (the protocol requires a
+        /// number here) the session's usage, like `usage`.
         #[serde(rename = "remainingBalance")]
-        remaining_balance: Option<f64>,
+        remaining_balance: f64,
+        /// Always null (the protocol requires the key; codebuffd has no quota periods).
         next_quota_reset: Option<String>,
         /// **(ours)** The session.
         #[serde(rename = "sessionId")]
@@ -102,7 +115,10 @@ pub enum ServerAction {
     #[serde(rename_all = "camelCase")]
     ActionError {
         message: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// Credits left of the session's budget; absent without a budget (or a session).
+        #[serde(skip_serializing_if = "Option::is_none")]
         remaining_balance: Option<f64>,
     },
     /// **(ours)** The agent asks the user; answer with the `answer` action.
@@ -130,51 +146,63 @@ pub enum ServerAction {
     },
 }
 
-/// `prompt-response.sessionState`: what a client passes back in its next `prompt` to stay in
-/// the session.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionState {
-    pub session_id: String,
-    pub agent: String,
-    pub agent_mode: String,
-    /// The turn's messages: the user's prompt, then each assistant message.
-    pub messages: Vec<Message>,
-    /// The session's cost so far.
-    pub cost: Cost,
-    /// Turns the session has run.
-    pub turns: u64,
-    /// Credits left of the session's budget; null without a budget.
-    pub remaining_balance: Option<f64>,
-}
-
-/// One message of a turn.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Message {
-    /// `user` or `assistant`.
-    pub role: &'static str,
-    pub content: String,
-}
-
-/// A tool call of a turn.
+/// A tool call of a turn, as the protocol's `toolCallSchema` has it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
     pub tool_call_id: String,
     pub tool_name: String,
-    /// The tool's input (JSON; a string when the agent's arguments were not JSON).
-    pub input: Value,
+    /// The tool's input: a JSON object (arguments that are not one are wrapped as
+    /// `{"arguments": …}`).
+    pub input: Map<String, Value>,
 }
 
-/// A tool result of a turn.
+/// A tool result of a turn, as the protocol's `toolResultPartSchema` has it:
+/// `{"type": "tool-result", toolCallId, toolName, output: [{"type": "json", value}]}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResult {
+    /// Always `tool-result`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
     pub tool_call_id: String,
-    /// The name of the call it answers, when the turn holds it.
-    pub tool_name: Option<String>,
-    /// The result as the agent reported it (JSON text for structured results).
-    pub output: String,
+    /// The name of the call it answers (`unknown` when the turn does not hold the call).
+    pub tool_name: String,
+    /// One `{"type": "json", "value": …}` part: the result parsed when it is JSON, else its
+    /// text.
+    pub output: Vec<Value>,
+}
+
+impl ToolCall {
+    /// The call `call_id` of tool `name` with the agent's `arguments` (JSON text).
+    pub fn new(call_id: &str, name: &str, arguments: &str) -> ToolCall {
+        let input = match serde_json::from_str::<Value>(arguments) {
+            Ok(Value::Object(input)) => input,
+            Ok(other) => Map::from_iter([("arguments".to_owned(), other)]),
+            Err(_) => {
+                Map::from_iter([("arguments".to_owned(), Value::String(arguments.to_owned()))])
+            }
+        };
+        ToolCall {
+            tool_call_id: call_id.to_owned(),
+            tool_name: name.to_owned(),
+            input,
+        }
+    }
+}
+
+impl ToolResult {
+    /// The result of call `call_id` (of tool `name`, when known) with the agent's `output`.
+    pub fn new(call_id: &str, name: Option<&str>, output: &str) -> ToolResult {
+        let value = serde_json::from_str::<Value>(output)
+            .unwrap_or_else(|_| Value::String(output.to_owned()));
+        ToolResult {
+            kind: "tool-result",
+            tool_call_id: call_id.to_owned(),
+            tool_name: name.unwrap_or("unknown").to_owned(),
+            output: vec![serde_json::json!({"type": "json", "value": value})],
+        }
+    }
 }
 
 /// `prompt-response.output`: Codebuff's `lastMessage` output, with the turn's status and cost.
@@ -192,6 +220,7 @@ pub struct PromptOutput {
     pub cost: Cost,
     /// False when the agent never reported the turn's cost.
     pub cost_reported: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<String>,
 }
 
@@ -219,19 +248,19 @@ mod tests {
     }
 
     #[test]
-    fn acks_have_the_seeds_fields() {
+    fn acks_carry_no_nulls() {
         assert_eq!(
             json_of(&ServerMessage::ack(Some(1))),
-            json!({"type": "ack", "txid": 1, "success": true, "error": null})
+            json!({"type": "ack", "txid": 1, "success": true})
         );
         assert_eq!(
             json_of(&ServerMessage::nack(None, "invalid JSON: x")),
-            json!({"type": "ack", "txid": null, "success": false, "error": "invalid JSON: x"})
+            json!({"type": "ack", "success": false, "error": "invalid JSON: x"})
         );
     }
 
     #[test]
-    fn response_chunk_prompt_error_action_error_and_init_response_have_the_seeds_fields() {
+    fn response_chunk_prompt_error_action_error_and_init_response_have_the_protocols_fields() {
         let action = |data| {
             json_of(&ServerMessage::Action {
                 data: Box::new(data),
@@ -256,6 +285,7 @@ mod tests {
                 "message": "Backend unavailable", "error": "backend_error", "remainingBalance": 5.5,
                 "sessionId": "s"}})
         );
+        // Without a budget the balance is absent, not null.
         assert_eq!(
             action(ServerAction::ActionError {
                 message: "Authentication failed".into(),
@@ -263,76 +293,49 @@ mod tests {
                 remaining_balance: None,
             }),
             json!({"type": "action", "data": {"type": "action-error", "message": "Authentication failed",
-                "error": "invalid_request", "remainingBalance": null}})
+                "error": "invalid_request"}})
         );
         assert_eq!(
             action(ServerAction::InitResponse {
                 message: Some("ready".into()),
                 agent_names: None,
                 usage: 2.5,
-                remaining_balance: None,
+                remaining_balance: 2.5,
                 next_quota_reset: None,
                 session_id: "s".into(),
             }),
             json!({"type": "action", "data": {"type": "init-response", "message": "ready",
-                "agentNames": null, "usage": 2.5, "remainingBalance": null,
-                "next_quota_reset": null, "sessionId": "s"}})
+                "usage": 2.5, "remainingBalance": 2.5, "next_quota_reset": null, "sessionId": "s"}})
         );
     }
 
     #[test]
-    fn prompt_response_has_the_seeds_fields_and_carries_session_and_cost() {
+    fn prompt_response_has_the_protocols_tool_shapes_and_output() {
         let m = ServerMessage::Action {
             data: Box::new(ServerAction::PromptResponse {
                 prompt_id: "p1".into(),
-                session_state: SessionState {
-                    session_id: "s".into(),
-                    agent: "mock".into(),
-                    agent_mode: "build".into(),
-                    messages: vec![
-                        Message {
-                            role: "user",
-                            content: "hi".into(),
-                        },
-                        Message {
-                            role: "assistant",
-                            content: "hello".into(),
-                        },
-                    ],
-                    cost: Cost::from_credits(2.0),
-                    turns: 1,
-                    remaining_balance: None,
-                },
-                tool_calls: vec![ToolCall {
-                    tool_call_id: "c1".into(),
-                    tool_name: "write_file".into(),
-                    input: json!({"path": "a"}),
-                }],
-                tool_results: vec![ToolResult {
-                    tool_call_id: "c1".into(),
-                    tool_name: Some("write_file".into()),
-                    output: "ok".into(),
-                }],
+                session_state: json!({"sessionId": "s"}),
+                tool_calls: vec![ToolCall::new("c1", "write_file", r#"{"path": "a"}"#)],
+                tool_results: vec![ToolResult::new("c1", Some("write_file"), "ok")],
                 output: PromptOutput {
                     kind: "lastMessage",
                     value: "hello".into(),
                     status: "completed".into(),
                     cost: Cost::from_credits(2.0),
                     cost_reported: true,
-                    turn_id: Some("turn_1".into()),
+                    turn_id: None,
                 },
             }),
         };
         assert_eq!(
             json_of(&m),
             json!({"type": "action", "data": {"type": "prompt-response", "promptId": "p1",
-                "sessionState": {"sessionId": "s", "agent": "mock", "agentMode": "build",
-                    "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
-                    "cost": {"credits": 2.0, "usd": 0.02}, "turns": 1, "remainingBalance": null},
+                "sessionState": {"sessionId": "s"},
                 "toolCalls": [{"toolCallId": "c1", "toolName": "write_file", "input": {"path": "a"}}],
-                "toolResults": [{"toolCallId": "c1", "toolName": "write_file", "output": "ok"}],
+                "toolResults": [{"type": "tool-result", "toolCallId": "c1", "toolName": "write_file",
+                    "output": [{"type": "json", "value": "ok"}]}],
                 "output": {"type": "lastMessage", "value": "hello", "status": "completed",
-                    "cost": {"credits": 2.0, "usd": 0.02}, "costReported": true, "turnId": "turn_1"}}})
+                    "cost": {"credits": 2.0, "usd": 0.02}, "costReported": true}}})
         );
     }
 

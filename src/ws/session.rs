@@ -1,8 +1,6 @@
 //! The codebuffd session behind a protocol request: finding or creating it (with the agent a
 //! prompt names, or the door's default), the agent mode a `costMode` asks for, the typed
-//! cause of a refused request, and the session's info once a turn's end is visible.
-
-use std::time::{Duration, Instant};
+//! cause of a refused request.
 
 use crate::session::{CreateRequest, SessionError, SessionInfo, SessionManager};
 
@@ -67,23 +65,6 @@ pub async fn ensure(
         // Another request created it meanwhile.
         Err(SessionError::AlreadyExists(_)) => manager.info(id),
         Err(other) => Err(other),
-    }
-}
-
-/// The session's info once it has recorded `sequence` (the session's cost is updated with
-/// the append that made an event, which readers may see a moment before the info does).
-pub async fn info_after(
-    manager: &SessionManager,
-    id: &str,
-    sequence: u64,
-) -> Result<SessionInfo, SessionError> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let info = manager.info(id)?;
-        if info.event_count >= sequence || Instant::now() > deadline {
-            return Ok(info);
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

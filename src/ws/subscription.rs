@@ -14,12 +14,9 @@ use super::client::Topic;
 use super::outbox::Outbox;
 use super::server::event_action;
 use crate::session::SessionManager;
-use crate::store::{wait_after, EventStore};
 
 /// How often a follower waiting for new sessions checks that its connection is still open.
 const CHECK_OPEN_EVERY: Duration = Duration::from_secs(1);
-/// Events read from the log per page.
-const PAGE: usize = 256;
 
 /// Follows `topic` until the connection is gone (or the task is aborted).
 pub async fn follow(manager: Arc<SessionManager>, topic: Topic, out: Outbox) {
@@ -44,20 +41,20 @@ pub async fn follow(manager: Arc<SessionManager>, topic: Topic, out: Outbox) {
             }
         }
     };
-    follow_log(manager.store().clone(), id, id, after, &out).await;
+    follow_log(&manager, id, id, after, &out).await;
 }
 
 /// `*`: every session live, and every session created later from its first event.
-async fn follow_all(manager: &SessionManager, out: &Outbox) {
+async fn follow_all(manager: &Arc<SessionManager>, out: &Outbox) {
     // Subscribed before the first listing, so no session created in between is missed.
     let mut creations = manager.creations();
     let mut known: HashSet<String> = HashSet::new();
     let mut followers = JoinSet::new();
     let follow = |followers: &mut JoinSet<()>, id: String, after: u64| {
-        let store = manager.store().clone();
+        let manager = manager.clone();
         let out = out.clone();
         followers.spawn(async move {
-            follow_log(store, &id, "*", after, &out).await;
+            follow_log(&manager, &id, "*", after, &out).await;
         });
     };
     // The sessions that exist now: from now on.
@@ -95,31 +92,25 @@ async fn next_creation(creations: &mut tokio::sync::watch::Receiver<u64>, out: &
 }
 
 /// Sends the events of session `id` after `after` as they become visible, as `event` actions
-/// of `topic`.
-async fn follow_log(store: Arc<dyn EventStore>, id: &str, topic: &str, after: u64, out: &Outbox) {
-    let Ok(mut rx) = store.subscribe(id) else {
+/// of `topic` (the engine's follow cursor: replay, then live).
+async fn follow_log(manager: &SessionManager, id: &str, topic: &str, after: u64, out: &Outbox) {
+    let Ok(mut follow) = manager.follow(id, after) else {
         return;
     };
-    let mut after = after;
     loop {
-        let page = match store.read(id, after, PAGE) {
-            Ok(page) => page,
+        let page = match follow.next().await {
+            Ok(Some(page)) => page,
+            // The session was deleted: nothing will follow.
+            Ok(None) => return,
             Err(error) => {
                 tracing::warn!(session = %id, %error, "a WebSocket subscription cannot read the log");
                 return;
             }
         };
-        if page.is_empty() {
-            if !wait_after(&mut rx, after).await {
-                return;
-            }
-            continue;
-        }
         for event in &page {
             if !out.text(event_action(topic, &event.json)).await {
                 return;
             }
-            after = event.sequence;
         }
     }
 }

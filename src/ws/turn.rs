@@ -1,31 +1,18 @@
 //! One prompt's turn as the Codebuff protocol shows it: the turn's universal events in, the
 //! server actions out — a `response-chunk` per assistant text delta, `question` and
 //! `permission` actions when the agent waits for the user, and at the end `prompt-response`
-//! or `prompt-error`. Pure: fed events, tested on plain data.
+//! or `prompt-error`. How the turn ended (status, cause, reason, costs) is the engine's one
+//! verdict ([`TurnTracker`]); this file only projects it. Pure: fed events, tested on plain
+//! data.
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
-use super::server::{Message, PromptOutput, ServerAction, SessionState, ToolCall, ToolResult};
-use crate::session::SessionInfo;
-use crate::universal::{
-    ContentPart, Cost, ErrorData, EventData, Item, ItemKind, ItemRole, QuestionSpec, TurnStatus,
-    UniversalEvent,
-};
-
-/// How the turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnEnd {
-    /// `completed`, `failed`, `cancelled`, `timed_out`, `interrupted`, `budget_exhausted`.
-    pub status: String,
-    pub cost: Cost,
-    pub cost_reported: bool,
-    /// The turn's own reason code (`turn.ended.metadata.code`).
-    pub code: Option<String>,
-    pub message: Option<String>,
-    pub turn_id: Option<String>,
-}
+use super::server::{PromptOutput, ServerAction, ToolCall, ToolResult};
+use super::state::{session_state, History};
+use crate::session::{SessionInfo, TurnEnd, TurnTracker};
+use crate::universal::{ContentPart, EventData, Item, ItemKind, ItemRole, QuestionSpec};
 
 /// The state of one prompt's turn while its events go by.
 #[derive(Debug)]
@@ -36,13 +23,14 @@ pub struct TurnProjection {
     text_items: HashSet<String>,
     /// The item whose delta was the last chunk.
     last_chunk_item: Option<String>,
-    messages: Vec<Message>,
+    /// The turn's top-level messages and tools, in both shapes.
+    history: History,
     tool_calls: Vec<ToolCall>,
     tool_results: Vec<ToolResult>,
     /// Call id → tool name, for naming results.
     tool_names: HashMap<String, String>,
-    last_error: Option<ErrorData>,
-    end: Option<TurnEnd>,
+    /// How the turn ends.
+    tracker: TurnTracker,
 }
 
 impl TurnProjection {
@@ -53,19 +41,18 @@ impl TurnProjection {
             session_id: session_id.to_owned(),
             text_items: HashSet::new(),
             last_chunk_item: None,
-            messages: Vec::new(),
+            history: History::default(),
             tool_calls: Vec::new(),
             tool_results: Vec::new(),
             tool_names: HashMap::new(),
-            last_error: None,
-            end: None,
+            tracker: TurnTracker::new(),
         }
     }
 
     /// Takes the turn's next event; pushes the actions it makes to `out`. Returns true once
     /// the turn is over (`turn.ended`, or `session.ended` without one).
-    pub fn take(&mut self, event: &UniversalEvent, out: &mut Vec<ServerAction>) -> bool {
-        match &event.data {
+    pub fn take(&mut self, data: &EventData, out: &mut Vec<ServerAction>) -> bool {
+        match data {
             EventData::ItemStarted(d) if is_answer_text(&d.item) => {
                 self.text_items.insert(d.item.item_id.clone());
             }
@@ -84,14 +71,13 @@ impl TurnProjection {
                 });
             }
             EventData::ItemCompleted(d) => self.completed(&d.item),
-            EventData::Error(e) => self.last_error = Some(e.clone()),
             EventData::QuestionRequested(q) => out.push(ServerAction::Question {
                 user_input_id: self.prompt_id.clone(),
                 session_id: self.session_id.clone(),
                 question_id: q.question_id.clone(),
                 prompt: q.prompt.clone(),
                 options: q.options.clone(),
-                questions: q.questions.iter().map(question_json).collect(),
+                questions: q.specs().iter().map(question_json).collect(),
             }),
             EventData::PermissionRequested(p) => out.push(ServerAction::Permission {
                 user_input_id: self.prompt_id.clone(),
@@ -100,36 +86,9 @@ impl TurnProjection {
                 tool_name: p.action.clone(),
                 metadata: p.metadata.clone(),
             }),
-            EventData::TurnEnded(t) => {
-                let meta = t.metadata.as_ref();
-                self.end = Some(TurnEnd {
-                    status: meta
-                        .map_or("completed", |m| status_name(m.status))
-                        .to_owned(),
-                    cost: meta.map(|m| m.cost).unwrap_or_default(),
-                    cost_reported: meta.is_some_and(|m| m.cost_reported),
-                    code: meta.and_then(|m| m.code.clone()),
-                    message: meta.and_then(|m| m.message.clone()),
-                    turn_id: t.turn_id.clone(),
-                });
-                return true;
-            }
-            EventData::SessionEnded(_) => {
-                if self.end.is_none() {
-                    self.end = Some(TurnEnd {
-                        status: "interrupted".into(),
-                        cost: Cost::default(),
-                        cost_reported: false,
-                        code: Some("session_ended".into()),
-                        message: Some("the session ended before the turn did".into()),
-                        turn_id: None,
-                    });
-                }
-                return true;
-            }
             _ => {}
         }
-        false
+        self.tracker.take(data).is_some()
     }
 
     /// Records what a completed item adds to the turn's messages and tools.
@@ -137,15 +96,13 @@ impl TurnProjection {
         let top = item.parent_id.is_none();
         match (item.kind, item.role) {
             (ItemKind::Message, Some(role @ (ItemRole::User | ItemRole::Assistant))) if top => {
-                if let Some(text) = text_of(item) {
-                    self.messages.push(Message {
-                        role: if role == ItemRole::User {
-                            "user"
-                        } else {
-                            "assistant"
-                        },
-                        content: text,
-                    });
+                if let Some(text) = item.text() {
+                    let role = if role == ItemRole::User {
+                        "user"
+                    } else {
+                        "assistant"
+                    };
+                    self.history.text(role, text);
                 }
             }
             (ItemKind::ToolCall, _) => {
@@ -157,23 +114,23 @@ impl TurnProjection {
                     } = part
                     {
                         self.tool_names.insert(call_id.clone(), name.clone());
-                        self.tool_calls.push(ToolCall {
-                            tool_call_id: call_id.clone(),
-                            tool_name: name.clone(),
-                            input: serde_json::from_str(arguments)
-                                .unwrap_or_else(|_| Value::String(arguments.clone())),
-                        });
+                        let call = ToolCall::new(call_id, name, arguments);
+                        if top {
+                            self.history.tool_call(&call);
+                        }
+                        self.tool_calls.push(call);
                     }
                 }
             }
             (ItemKind::ToolResult, _) => {
                 for part in item.content.iter() {
                     if let ContentPart::ToolResult { call_id, output } = part {
-                        self.tool_results.push(ToolResult {
-                            tool_call_id: call_id.clone(),
-                            tool_name: self.tool_names.get(call_id).cloned(),
-                            output: output.clone(),
-                        });
+                        let name = self.tool_names.get(call_id).map(String::as_str);
+                        let result = ToolResult::new(call_id, name, output);
+                        if top {
+                            self.history.tool_result(&result);
+                        }
+                        self.tool_results.push(result);
                     }
                 }
             }
@@ -182,9 +139,11 @@ impl TurnProjection {
     }
 
     /// The final action: `prompt-response` for a completed turn, else `prompt-error` with the
-    /// typed cause. `info` is the session after the turn (its cost, budget, mode).
-    pub fn finish(self, info: &SessionInfo) -> ServerAction {
-        let Some(end) = self.end else {
+    /// verdict's cause and reason. `info` is the session (its budget, mode, turns; its cost is
+    /// the verdict's `session_cost` when the log carries it); `client` the `sessionState` the
+    /// prompt carried.
+    pub fn finish(self, info: &SessionInfo, client: Option<&Map<String, Value>>) -> ServerAction {
+        let Some(end) = self.tracker.end() else {
             return ServerAction::PromptError {
                 user_input_id: self.prompt_id,
                 message: "the turn's events could not be read to its end".into(),
@@ -193,72 +152,43 @@ impl TurnProjection {
                 session_id: self.session_id,
             };
         };
-        if end.status != "completed" {
-            let (error, message) = cause(&end, self.last_error.as_ref());
+        let info = after(info, end);
+        if !end.completed() {
             return ServerAction::PromptError {
                 user_input_id: self.prompt_id,
-                message,
-                error: Some(error),
+                message: end.reason(),
+                error: Some(end.cause()),
                 remaining_balance: info.remaining,
                 session_id: self.session_id,
             };
         }
-        let answer = self
-            .messages
-            .iter()
-            .rev()
-            .find(|m| m.role == "assistant")
-            .map(|m| m.content.clone())
-            .unwrap_or_default();
+        let output = PromptOutput {
+            kind: "lastMessage",
+            value: self.history.answer(),
+            status: end.status.as_str().to_owned(),
+            cost: end.turn_cost,
+            cost_reported: end.cost_reported,
+            turn_id: end.turn_id.clone(),
+        };
         ServerAction::PromptResponse {
             prompt_id: self.prompt_id,
-            session_state: SessionState {
-                session_id: self.session_id,
-                agent: info.agent.clone(),
-                agent_mode: info.agent_mode.clone(),
-                messages: self.messages,
-                cost: info.cost,
-                turns: info.turns,
-                remaining_balance: info.remaining,
-            },
+            session_state: session_state(client, &info, self.history, end.turn_cost.credits),
             tool_calls: self.tool_calls,
             tool_results: self.tool_results,
-            output: PromptOutput {
-                kind: "lastMessage",
-                value: answer,
-                status: end.status,
-                cost: end.cost,
-                cost_reported: end.cost_reported,
-                turn_id: end.turn_id,
-            },
+            output,
         }
     }
 }
 
-/// The typed cause and message of a turn that did not complete: the turn's own code, else the
-/// last error the agent reported, else the turn's status.
-fn cause(end: &TurnEnd, last_error: Option<&ErrorData>) -> (String, String) {
-    let fallback = || format!("the turn ended: {}", end.status.replace('_', " "));
-    if let Some(code) = &end.code {
-        let message = end
-            .message
-            .clone()
-            .or_else(|| last_error.map(|e| e.message.clone()))
-            .unwrap_or_else(fallback);
-        return (code.clone(), message);
+/// The session as the verdict leaves it: its cost the turn's `session_cost` (what the log says
+/// at that point, whatever happened since), its balance what that leaves of its budget.
+fn after(info: &SessionInfo, end: &TurnEnd) -> SessionInfo {
+    let mut info = info.clone();
+    if let Some(cost) = end.session_cost {
+        info.cost = cost;
+        info.remaining = info.budget.map(|b| (b - cost.credits).max(0.0));
     }
-    if end.status == "failed" {
-        if let Some(e) = last_error {
-            return (
-                e.code.clone().unwrap_or_else(|| end.status.clone()),
-                e.message.clone(),
-            );
-        }
-    }
-    (
-        end.status.clone(),
-        end.message.clone().unwrap_or_else(fallback),
-    )
+    info
 }
 
 /// True for an item whose deltas are the answer: a top-level assistant message of text.
@@ -267,19 +197,6 @@ fn is_answer_text(item: &Item) -> bool {
         && item.role == Some(ItemRole::Assistant)
         && item.parent_id.is_none()
         && matches!(item.content.first(), Some(ContentPart::Text { .. }))
-}
-
-/// The text parts of an item, joined; none when it has no text.
-fn text_of(item: &Item) -> Option<String> {
-    let texts: Vec<&str> = item
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            ContentPart::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    (!texts.is_empty()).then(|| texts.concat())
 }
 
 /// One question as the `question` action shows it (camelCase, like Codebuff's `ask_user`).
@@ -292,22 +209,11 @@ fn question_json(q: &QuestionSpec) -> Value {
     })
 }
 
-/// The wire name of a turn status.
-pub fn status_name(status: TurnStatus) -> &'static str {
-    match status {
-        TurnStatus::Completed => "completed",
-        TurnStatus::Failed => "failed",
-        TurnStatus::TimedOut => "timed_out",
-        TurnStatus::Cancelled => "cancelled",
-        TurnStatus::Interrupted => "interrupted",
-        TurnStatus::BudgetExhausted => "budget_exhausted",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::session::SessionStatus;
+    use crate::universal::{Cost, UniversalEvent};
 
     /// Events from their envelopes' JSON (as the log serves them).
     fn events(lines: &[Value]) -> Vec<UniversalEvent> {
@@ -354,6 +260,7 @@ mod tests {
             remaining,
             cost: Cost::from_credits(cost),
             turns: 1,
+            first_prompt: None,
         }
     }
 
@@ -363,7 +270,7 @@ mod tests {
         let mut done = false;
         for e in events(lines) {
             assert!(!done, "events after the end");
-            done = p.take(&e, &mut out);
+            done = p.take(&e.data, &mut out);
         }
         (p, out, done)
     }
@@ -397,7 +304,8 @@ mod tests {
             json!({"type": "item.delta", "data": {"item_id": "itm_7", "native_item_id": null, "delta": "done"}}),
             json!({"type": "item.completed", "data": {"item": item("itm_7", "message", "assistant", None, text("done"))}}),
             json!({"type": "turn.ended", "data": {"phase": "ended", "turn_id": "turn_1", "metadata":
-                {"status": "completed", "cost": {"credits": 2.5, "usd": 0.025}, "cost_reported": true}}}),
+                {"status": "completed", "cost": {"credits": 2.5, "usd": 0.025}, "cost_reported": true,
+                 "session_cost": {"credits": 9.0, "usd": 0.09}}}}),
         ]
     }
 
@@ -419,28 +327,43 @@ mod tests {
             tool_calls,
             tool_results,
             output,
-        } = p.finish(&info(7.5, None))
+        } = p.finish(&info(7.5, Some(2.5)), None)
         else {
             panic!("not a prompt-response")
         };
         assert_eq!(prompt_id, "p1");
-        assert_eq!(session_state.session_id, "s");
-        assert_eq!(session_state.cost, Cost::from_credits(7.5));
-        let messages: Vec<(&str, &str)> = session_state
-            .messages
-            .iter()
-            .map(|m| (m.role, m.content.as_str()))
-            .collect();
+        assert_eq!(session_state["sessionId"], "s");
+        assert_eq!(session_state["mainAgentState"]["runId"], "s");
+        // The session's cost as the turn's end says, whatever the info says since; the balance
+        // is what that leaves of the budget (10).
+        assert_eq!(session_state["cost"], json!({"credits": 9.0, "usd": 0.09}));
+        assert_eq!(session_state["remainingBalance"], 1.0);
         assert_eq!(
-            messages,
-            vec![
-                ("user", "stream a b"),
-                ("assistant", "a b"),
-                ("assistant", "done")
-            ]
+            session_state["messages"],
+            json!([{"role": "user", "content": "stream a b"},
+                {"role": "assistant", "content": "a b"},
+                {"role": "assistant", "content": "done"}])
         );
-        assert_eq!(tool_calls[0].input, json!({"path": "a"}));
-        assert_eq!(tool_results[0].tool_name.as_deref(), Some("write_file"));
+        // The subagent's message is not in the main agent's history; its tools are.
+        let history = session_state["mainAgentState"]["messageHistory"]
+            .as_array()
+            .unwrap();
+        assert_eq!(history.len(), 5, "{history:?}");
+        assert_eq!(history[2]["content"][0]["type"], "tool-call");
+        assert_eq!(history[3]["role"], "tool");
+        assert_eq!(
+            session_state["mainAgentState"]["directCreditsUsed"], 2.5,
+            "the turn's cost"
+        );
+        assert_eq!(
+            tool_calls[0].input,
+            *json!({"path": "a"}).as_object().unwrap()
+        );
+        assert_eq!(tool_results[0].tool_name, "write_file");
+        assert_eq!(
+            tool_results[0].output,
+            vec![json!({"type": "json", "value": "ok"})]
+        );
         assert_eq!(output.value, "done");
         assert_eq!(output.status, "completed");
         assert_eq!(output.cost, Cost::from_credits(2.5));
@@ -458,10 +381,11 @@ mod tests {
         ]);
         assert!(done);
         assert_eq!(
-            p.finish(&info(1.0, Some(4.0))),
+            p.finish(&info(1.0, Some(4.0)), None),
             ServerAction::PromptError {
                 user_input_id: "p1".into(),
-                message: "Codebuff backend unreachable".into(),
+                // The engine's verdict: what the agent said (how the turn ended).
+                message: "Codebuff backend unreachable (the agent exited with status 3)".into(),
                 error: Some("backend_error".into()),
                 remaining_balance: Some(4.0),
                 session_id: "s".into(),
@@ -474,7 +398,7 @@ mod tests {
         let end = |meta: Value| {
             run(&[json!({"type": "turn.ended", "data": {"phase": "ended", "metadata": meta}})])
                 .0
-                .finish(&info(0.0, None))
+                .finish(&info(0.0, None), None)
         };
         let ServerAction::PromptError { error, message, .. } = end(json!({"status": "failed",
             "cost": {"credits": 0, "usd": 0}, "cost_reported": false, "code": "auth_failed", "message": "bad key"}))
@@ -492,7 +416,7 @@ mod tests {
         };
         assert_eq!(
             (error.as_deref(), message.as_str()),
-            (Some("cancelled"), "the turn ended: cancelled")
+            (Some("cancelled"), "the turn was cancelled")
         );
     }
 
@@ -531,7 +455,7 @@ mod tests {
             json!({"type": "session.ended", "data": {"reason": "terminated", "terminated_by": "daemon", "cost": {"credits": 0, "usd": 0}}}),
         ]);
         assert!(done);
-        assert!(matches!(p.finish(&info(0.0, None)),
+        assert!(matches!(p.finish(&info(0.0, None), None),
             ServerAction::PromptError { error: Some(e), .. } if e == "session_ended"));
     }
 }

@@ -59,12 +59,13 @@ export async function startDaemon(t, { token = 'acp-http-token', args = [], env 
   t.after(() => fs.rmSync(work, { recursive: true, force: true }))
   const child = spawn(
     BIN,
-    ['server', '--host', '127.0.0.1', '--port', '0', '--token', token, '--data-dir', dataDir, ...args],
+    // The token through the environment, as docs/security.md advises (not on the command line).
+    ['server', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, ...args],
     {
       cwd: work,
       detached: true,
       stdio: ['ignore', 'pipe', process.env.CODEBUFFD_TEST_LOG ? 'inherit' : 'ignore'],
-      env: { ...process.env, RUST_LOG: 'info', ...env },
+      env: { ...process.env, RUST_LOG: 'info', CODEBUFFD_TOKEN: token, ...env },
     },
   )
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))

@@ -39,6 +39,21 @@ pub struct DaemonOptions {
     pub open_files_soft_limit: Option<u64>,
     /// A fixed loopback port ([`Daemon::start_in_with`] only; otherwise one the daemon picks).
     pub port: Option<u16>,
+    /// Starts the daemon with this umask (else the test's).
+    pub umask: Option<u32>,
+}
+
+/// Sets the umask of the process `cmd` starts.
+fn with_umask(cmd: &mut Command, umask: Option<u32>) {
+    if let Some(mask) = umask {
+        // SAFETY: umask is a plain system call (async-signal-safe).
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask));
+                Ok(())
+            });
+        }
+    }
 }
 
 /// A scratch directory removed on drop.
@@ -108,6 +123,7 @@ impl Daemon {
         cmd.args(&opts.args)
             .env("RUST_LOG", "info")
             .envs(opts.env.iter().map(|(k, v)| (k, v)));
+        with_umask(&mut cmd, opts.umask);
         if let Some(soft) = opts.open_files_soft_limit {
             use nix::sys::resource::{getrlimit, setrlimit, Resource};
             // SAFETY: getrlimit and setrlimit are plain system calls (async-signal-safe).
@@ -222,6 +238,7 @@ impl Daemon {
             .args(&opts.args)
             .env("RUST_LOG", "info")
             .envs(opts.env.iter().map(|(k, v)| (k, v)));
+        with_umask(&mut cmd, opts.umask);
         let mut d = Daemon::launch(cmd, None, data_dir.to_path_buf());
         d.keep_data = true;
         d

@@ -11,3 +11,4 @@ pub mod fake_backend;
 pub mod invariants;
 pub mod procs;
 pub mod sse;
+pub mod ws;

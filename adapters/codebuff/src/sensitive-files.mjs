@@ -22,7 +22,15 @@
 //     run's spawnSource): pathspec exclusions.
 // The project file tree (names only), and the file-token index (symbols of source files) are left
 // as they are; terminal commands are the permission mode's business.
+//
+// Names can lie: `notes.txt -> .env` or `deploy-notes.txt -> ~/.ssh/id_ed25519`. So read_files and
+// code_search judge a path by its real path too (symbolic links resolved, `..` folded), and a file
+// under a credentials directory (.ssh, .gnupg, .aws, .kube, .docker) is sensitive whatever its
+// name. git diffs show a symbolic link as its target's name, never the target's contents, so the
+// diff context needs nothing more. (A hard link to a secret under an ordinary name cannot be told
+// from an ordinary file.)
 
+import fs from 'node:fs'
 import path from 'node:path'
 import { spawn as nodeSpawn } from 'node:child_process'
 
@@ -52,6 +60,8 @@ const SSH_KEY_PREFIXES = ['id_rsa', 'id_ed25519', 'id_dsa', 'id_ecdsa']
 const SENSITIVE_SUFFIXES = ['_credentials']
 const SENSITIVE_SUBSTRINGS = ['kubeconfig', '.tfstate']
 const ENV_TEMPLATE_SUFFIXES = ['.env.example', '.env.sample', '.env.template']
+/** Directories whose files are credentials whatever their names. */
+const SENSITIVE_DIRS = new Set(['.ssh', '.gnupg', '.aws', '.kube', '.docker'])
 
 /** .env.example & co.: read, marked as a template. */
 export function isEnvTemplateFile(filePath) {
@@ -69,6 +79,37 @@ export function isSensitiveFile(filePath) {
   if (SSH_KEY_PREFIXES.some((p) => lower.startsWith(p) && !lower.endsWith('.pub'))) return true
   if (SENSITIVE_SUFFIXES.some((s) => lower.endsWith(s))) return true
   return SENSITIVE_SUBSTRINGS.some((s) => lower.includes(s))
+}
+
+/** True when a directory of `relPath` (not its last component) is a credentials directory. */
+function inSensitiveDir(relPath) {
+  return path.normalize(String(relPath)).split(path.sep).slice(0, -1).some((c) => SENSITIVE_DIRS.has(c))
+}
+
+/**
+ * True for a file whose contents must never be sent to the model, judged by its name as given and
+ * by its real path (symbolic links resolved) relative to `cwd`: a link with an ordinary name to a
+ * secret is a secret. A path that does not resolve (missing, a loop) is judged by its name only.
+ */
+export function isSensitivePath(filePath, cwd = process.cwd(), realpath = fs.realpathSync.native) {
+  const given = String(filePath)
+  if (isSensitiveFile(given) || inSensitiveDir(given)) return true
+  let real
+  try {
+    real = realpath(path.resolve(cwd, given))
+  } catch {
+    return false
+  }
+  if (isSensitiveFile(real)) return true
+  let root
+  try {
+    root = realpath(cwd)
+  } catch {
+    root = path.resolve(cwd)
+  }
+  const inside = path.relative(root, real)
+  const judged = inside && !inside.startsWith('..') && !path.isAbsolute(inside) ? inside : real
+  return inSensitiveDir(judged)
 }
 
 /** The SDK's FileFilter for this list (what the real CLI passes as `fileFilter`). */
@@ -92,7 +133,7 @@ export function createFilteredReadFiles({ getFiles, cwd, fs }) {
     const groups = { blocked: [], example: [], plain: [] }
     for (const filePath of filePaths ?? []) {
       if (!filePath) continue
-      const status = sensitiveFileFilter(filePath).status
+      const status = isSensitivePath(filePath, cwd) ? 'blocked' : sensitiveFileFilter(filePath).status
       if (status === 'blocked') groups.blocked.push(filePath)
       else if (status === 'allow-example') groups.example.push(filePath)
       else groups.plain.push(filePath)
@@ -129,7 +170,9 @@ export function createFilteredCodeSearch({ codeSearch, cwd, log = () => {} }) {
     try {
       const value = result?.[0]?.value
       if (value && typeof value.stdout === 'string') {
-        const filtered = dropSensitiveBlocks(value.stdout)
+        // Result paths are relative to the search's directory (`cwd` of the input, in the project).
+        const searchDir = path.resolve(cwd, typeof input?.cwd === 'string' ? input.cwd : '.')
+        const filtered = dropSensitiveBlocks(value.stdout, (p) => isSensitivePath(p, searchDir))
         if (filtered !== value.stdout) {
           log('code_search: dropped results from sensitive files')
           return [{ ...result[0], value: { ...value, stdout: filtered } }]
@@ -146,7 +189,7 @@ export function createFilteredCodeSearch({ codeSearch, cwd, log = () => {} }) {
  * The SDK formats search results as blocks separated by blank lines, each starting with a
  * "<path>:" header line followed by "<line>:<text>" lines. Drops the blocks of sensitive files.
  */
-export function dropSensitiveBlocks(stdout) {
+export function dropSensitiveBlocks(stdout, isSensitive = isSensitiveFile) {
   const lines = stdout.split('\n')
   const out = []
   let skipping = false
@@ -158,7 +201,7 @@ export function dropSensitiveBlocks(stdout) {
       out.push(line)
       continue
     }
-    if (atBlockStart && line.endsWith(':') && !/^\d+[:-]/.test(line) && isSensitiveFile(line.slice(0, -1))) {
+    if (atBlockStart && line.endsWith(':') && !/^\d+[:-]/.test(line) && isSensitive(line.slice(0, -1))) {
       skipping = true
     }
     atBlockStart = false

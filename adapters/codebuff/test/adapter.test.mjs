@@ -32,7 +32,7 @@ import { createRedirectingFetch } from '../src/origin-redirect.mjs'
 import { classifyFailure, describeFailure } from '../src/errors.mjs'
 import { HttpFailureRecorder } from '../src/http-failures.mjs'
 import { CostMeter, SseReader, UsageCost, creditsOf } from '../src/cost-meter.mjs'
-import { isSensitiveFile, isEnvTemplateFile, dropSensitiveBlocks } from '../src/sensitive-files.mjs'
+import { isSensitiveFile, isSensitivePath, isEnvTemplateFile, dropSensitiveBlocks } from '../src/sensitive-files.mjs'
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
@@ -1193,6 +1193,34 @@ describe('unit', () => {
     }
     assert.equal(isEnvTemplateFile('.env.example'), true)
     assert.equal(isEnvTemplateFile('.env'), false)
+  })
+
+  it('isSensitivePath: symbolic links are judged by what they point to', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cb-links-'))
+    try {
+      const work = path.join(root, 'work')
+      const home = path.join(root, 'home')
+      fs.mkdirSync(path.join(home, '.ssh'), { recursive: true })
+      fs.mkdirSync(path.join(work, 'src'), { recursive: true })
+      fs.writeFileSync(path.join(work, '.env'), 'SECRET')
+      fs.writeFileSync(path.join(work, 'plain.txt'), 'plain')
+      fs.writeFileSync(path.join(home, '.ssh', 'id_ed25519'), 'KEY')
+      fs.writeFileSync(path.join(home, '.ssh', 'notes.txt'), 'KEY')
+      fs.symlinkSync('.env', path.join(work, 'notes.txt'))
+      fs.symlinkSync(path.join(home, '.ssh', 'id_ed25519'), path.join(work, 'deploy-notes.txt'))
+      fs.symlinkSync(path.join(home, '.ssh'), path.join(work, 'keys'))
+      fs.symlinkSync('../plain.txt', path.join(work, 'src', 'plain-link.txt'))
+      for (const p of ['notes.txt', 'deploy-notes.txt', 'keys/notes.txt', 'src/../notes.txt', './.env', '.ssh/config']) {
+        assert.equal(isSensitivePath(p, work), true, p)
+      }
+      for (const p of ['plain.txt', 'src/plain-link.txt', 'missing.txt']) {
+        assert.equal(isSensitivePath(p, work), false, p)
+      }
+      // The project itself may live anywhere.
+      assert.equal(isSensitivePath('plain.txt', path.join(work)), false)
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true })
+    }
   })
 
   it('dropSensitiveBlocks: removes the result blocks of sensitive files only', () => {

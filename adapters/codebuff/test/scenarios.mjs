@@ -464,6 +464,33 @@ export const scenarios = {
     capture: false,
   },
 
+  sensitive_symlinks: {
+    description:
+      'Ordinary names that are symbolic links to secrets (notes-link.txt -> .env, deploy-notes.txt -> a ' +
+      'private key outside the project, keys -> a .ssh directory): read_files and code_search (following ' +
+      'links) must send none of their contents; plain.txt arrives. (The test makes the links.)',
+    prompt: 'Read the notes.',
+    replies: [
+      {
+        toolCalls: [
+          {
+            id: 'call_read',
+            name: 'read_files',
+            input: { paths: ['notes-link.txt', 'deploy-notes.txt', 'keys/authorized.txt', 'plain.txt'] },
+          },
+          {
+            id: 'call_search',
+            name: 'code_search',
+            input: { pattern: 'SECRET|plain-content', flags: '--hidden --no-ignore --follow' },
+          },
+        ],
+        cost: 0.01,
+      },
+      { text: ['Read them.'], cost: 0.01 },
+    ],
+    capture: false,
+  },
+
   permissions: {
     description:
       'write_file and run_terminal_command in one reply; with permissionMode "ask" each asks first ' +

@@ -10,10 +10,13 @@
 //!
 //! Line `n` of the file is envelope `n` (compact JSON holds no newline). A line cut short by a
 //! crash is dropped when the log is opened again.
+//!
+//! The file is opened for each append and each read from it, never held: a daemon keeps many
+//! servers, and an idle one costs no file descriptor.
 
 use crate::sync::LockExt;
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -40,7 +43,6 @@ pub struct EnvelopeLog {
 }
 
 struct State {
-    file: File,
     /// Bytes in the file.
     len: u64,
     /// The number of the last envelope.
@@ -54,7 +56,7 @@ struct State {
 impl EnvelopeLog {
     /// Opens (or creates) the log at `path`, dropping a last line a crash cut short.
     pub fn open(path: &Path) -> std::io::Result<EnvelopeLog> {
-        let mut file = OpenOptions::new()
+        let mut file = crate::private_files::options()
             .create(true)
             .read(true)
             .append(true)
@@ -63,10 +65,10 @@ impl EnvelopeLog {
         if file.metadata()?.len() != len {
             file.set_len(len)?;
         }
+        drop(file);
         Ok(EnvelopeLog {
             path: path.to_owned(),
             state: Mutex::new(State {
-                file,
                 len,
                 last,
                 index,
@@ -95,7 +97,10 @@ impl EnvelopeLog {
             buf.extend_from_slice(line.as_bytes());
             buf.push(b'\n');
         }
-        st.file.write_all(&buf)?;
+        crate::private_files::options()
+            .append(true)
+            .open(&self.path)?
+            .write_all(&buf)?;
         let mut numbers = Vec::with_capacity(lines.len());
         let mut offset = st.len;
         for line in lines {
@@ -213,8 +218,11 @@ impl EnvelopeLog {
 
     /// Makes what was written durable against a crash of the machine.
     pub fn sync(&self) -> std::io::Result<()> {
-        let st = self.state.lock_unpoisoned();
-        st.file.sync_data()
+        let _st = self.state.lock_unpoisoned();
+        crate::private_files::options()
+            .append(true)
+            .open(&self.path)?
+            .sync_data()
     }
 }
 

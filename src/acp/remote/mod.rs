@@ -16,5 +16,5 @@ pub mod registry;
 pub mod server;
 
 pub use envelopes::EnvelopeLog;
-pub use registry::{RegistryError, ServerInfo, Servers};
-pub use server::{PostError, Posted, Server};
+pub use registry::{AcpLimits, RegistryError, ServerInfo, Servers};
+pub use server::{PostError, Posted, Reading, Server};

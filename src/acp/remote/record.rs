@@ -48,7 +48,7 @@ impl ServerRecord {
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
         let tmp = dir.join(format!("{RECORD_FILE}.tmp"));
         let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, text)?;
+        crate::private_files::write(&tmp, &text)?;
         std::fs::rename(&tmp, dir.join(RECORD_FILE))
     }
 }

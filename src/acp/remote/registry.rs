@@ -1,6 +1,11 @@
 //! The remote ACP servers of a daemon, by the clients' ids: created by the first envelope
 //! posted with an agent, listed, deleted, and restored from their records when the daemon
 //! starts again (`<data-dir>/acp-http/`).
+//!
+//! Bounded: at most `--max-acp-servers` live at once (a client asking for one more gets
+//! [`RegistryError::TooMany`]; a restart restores the most recently created ones up to the cap
+//! and retires the rest), and a server nobody posted to or read for `--acp-idle-timeout`, with
+//! no request running, is retired by a sweep: deleted as by `DELETE` (its sessions end).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +35,26 @@ pub enum RegistryError {
     },
     #[error("cannot keep the ACP server's log: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the daemon already runs {0} ACP servers (--max-acp-servers): delete one (`DELETE /v1/acp/{{server_id}}`) or wait for idle ones to be retired")]
+    TooMany(usize),
+}
+
+/// How many servers may live, and how long an idle one is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcpLimits {
+    /// Live servers at most (`--max-acp-servers`).
+    pub max_servers: usize,
+    /// A server unused this long, with no request running, is retired (`--acp-idle-timeout`).
+    pub idle_timeout: std::time::Duration,
+}
+
+impl Default for AcpLimits {
+    fn default() -> Self {
+        AcpLimits {
+            max_servers: 64,
+            idle_timeout: std::time::Duration::from_secs(3600),
+        }
+    }
 }
 
 /// What `GET /v1/acp` lists of a server.
@@ -48,23 +73,34 @@ pub struct Servers {
     servers: RwLock<HashMap<String, Arc<Server>>>,
     /// Held while a server is created, so two first posts make one server.
     creating: tokio::sync::Mutex<()>,
+    limits: AcpLimits,
 }
 
 impl Servers {
     /// The servers kept under `data_dir`, those recorded by an earlier run started again
     /// (within a tokio runtime: each gets its connection task).
-    pub fn start(manager: Arc<SessionManager>, data_dir: &Path) -> Arc<Servers> {
+    pub fn start(manager: Arc<SessionManager>, data_dir: &Path, limits: AcpLimits) -> Arc<Servers> {
         let root = data_dir.join(SERVERS_DIR);
         let mut servers = HashMap::new();
+        let mut records = Vec::new();
         for dir in server_dirs(&root) {
-            if let Ok(record) = ServerRecord::load(&dir).map_err(|e| e.to_string()) {
-                if record.websocket {
-                    forget_websocket(&manager, &dir, record);
-                    continue;
+            match ServerRecord::load(&dir) {
+                Ok(record) if record.websocket => forget_websocket(&manager, &dir, record),
+                Ok(record) => records.push((dir, record)),
+                Err(error) => {
+                    tracing::warn!(%error, dir = %dir.display(), "an ACP server's record cannot be read; skipped");
                 }
             }
-            let restored = ServerRecord::load(&dir)
-                .and_then(|record| Server::start(manager.clone(), data_dir, dir.clone(), record));
+        }
+        // The most recent ones, up to the cap; the others are retired.
+        records.sort_by_key(|(_, r)| std::cmp::Reverse(r.created_at_ms));
+        let excess = records.split_off(records.len().min(limits.max_servers));
+        for (dir, record) in excess {
+            tracing::warn!(server = %record.server_id, max = limits.max_servers, "more recorded ACP servers than --max-acp-servers: retired");
+            forget_websocket(&manager, &dir, record);
+        }
+        for (dir, record) in records {
+            let restored = Server::start(manager.clone(), data_dir, dir.clone(), record);
             match restored {
                 Ok(server) => {
                     tracing::info!(server = %server.id, envelopes = server.log.last(), "ACP server restored");
@@ -75,13 +111,32 @@ impl Servers {
                 }
             }
         }
-        Arc::new(Servers {
+        let servers = Arc::new(Servers {
             manager,
             data_dir: data_dir.to_owned(),
             root,
             servers: RwLock::new(servers),
             creating: tokio::sync::Mutex::new(()),
-        })
+            limits,
+        });
+        let weak = Arc::downgrade(&servers);
+        tokio::spawn(sweep(weak, limits.idle_timeout));
+        servers
+    }
+
+    /// Retires the servers idle for `idle_timeout` (WebSocket servers end with their socket).
+    async fn retire_idle(&self, idle_timeout: std::time::Duration) {
+        let idle: Vec<String> = self
+            .servers
+            .read_unpoisoned()
+            .values()
+            .filter(|s| !s.websocket() && s.idle_for().is_some_and(|d| d >= idle_timeout))
+            .map(|s| s.id.clone())
+            .collect();
+        for id in idle {
+            tracing::info!(server = %id, "retiring an idle ACP server (--acp-idle-timeout)");
+            self.delete(&id).await;
+        }
     }
 
     /// The server `id`.
@@ -134,8 +189,12 @@ impl Servers {
             return check(server);
         }
         let agent = agent.ok_or(RegistryError::AgentMissing)?;
+        let live = self.servers.read_unpoisoned().len();
+        if live >= self.limits.max_servers {
+            return Err(RegistryError::TooMany(self.limits.max_servers));
+        }
         let dir = self.root.join(uuid::Uuid::new_v4().to_string());
-        std::fs::create_dir_all(&dir)?;
+        crate::private_files::create_dir_all(&dir)?;
         let record = ServerRecord {
             server_id: id.to_owned(),
             agent: agent.id().to_owned(),
@@ -195,8 +254,25 @@ impl Servers {
     }
 }
 
-/// A WebSocket connection's server left by a daemon that stopped: its socket is gone, so its
-/// sessions are ended (in the background, once the engine runs) and its record removed.
+/// Every so often (a quarter of the timeout, at least each second, at most each minute), the
+/// servers idle that long are retired; ends with the registry.
+async fn sweep(servers: std::sync::Weak<Servers>, idle_timeout: std::time::Duration) {
+    let every = (idle_timeout / 4).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(60),
+    );
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(servers) = servers.upgrade() else {
+            return;
+        };
+        servers.retire_idle(idle_timeout).await;
+    }
+}
+
+/// A server that is not kept (a WebSocket connection's left by a daemon that stopped: its
+/// socket is gone; or one over the cap at a restart): its sessions are ended (in the
+/// background, once the engine runs) and its record removed.
 fn forget_websocket(manager: &Arc<SessionManager>, dir: &Path, record: ServerRecord) {
     if let Err(error) = std::fs::remove_dir_all(dir) {
         tracing::warn!(%error, dir = %dir.display(), "cannot remove a WebSocket server's log");

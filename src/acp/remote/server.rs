@@ -54,6 +54,9 @@ pub enum Posted {
 pub enum PostError {
     #[error("the body must be one JSON-RPC message (an object)")]
     NotAnObject,
+    /// Not a JSON-RPC 2.0 message the connection would answer (it would drop it silently).
+    #[error("not a JSON-RPC 2.0 message: {0}")]
+    Invalid(&'static str),
     #[error("the ACP server is closed")]
     Closed,
 }
@@ -160,6 +163,23 @@ pub struct Server {
     /// The connection's input; taken at close (which ends the connection).
     incoming: Mutex<Option<fmpsc::Sender<std::io::Result<String>>>>,
     connection: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// When a client last posted to it or read its stream (the idle sweep retires it after
+    /// `--acp-idle-timeout` of neither).
+    last_used: Mutex<std::time::Instant>,
+    /// Streams reading its log now (a server being read is not idle).
+    readers: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A stream reading a server's log; the server counts as in use until it is dropped.
+pub struct Reading {
+    readers: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.readers
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Server {
@@ -243,7 +263,42 @@ impl Server {
             manager,
             incoming: Mutex::new(Some(in_tx)),
             connection: Mutex::new(Some(connection)),
+            last_used: Mutex::new(std::time::Instant::now()),
+            readers: Arc::default(),
         }))
+    }
+
+    /// True for the server of an `/acp` WebSocket connection (it ends with its socket).
+    pub fn websocket(&self) -> bool {
+        self.shared.record.lock_unpoisoned().websocket
+    }
+
+    /// Notes that a client used the server now.
+    pub fn touch(&self) {
+        *self.last_used.lock_unpoisoned() = std::time::Instant::now();
+    }
+
+    /// Counts a stream reading the log until the returned guard is dropped.
+    pub fn reading(&self) -> Reading {
+        self.readers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Reading {
+            readers: self.readers.clone(),
+        }
+    }
+
+    /// How long no client has used it, `None` while a request of its client runs (a prompt, a
+    /// request waiting for its answer) or a stream reads it: a server is idle only when nothing
+    /// is going on.
+    pub fn idle_for(&self) -> Option<std::time::Duration> {
+        if self.readers.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            return None;
+        }
+        let busy = !self.shared.waiting.lock_unpoisoned().is_empty();
+        if busy {
+            return None;
+        }
+        Some(self.last_used.lock_unpoisoned().elapsed())
     }
 
     /// Hands one envelope to the connection.
@@ -251,6 +306,8 @@ impl Server {
         let Some(object) = envelope.as_object() else {
             return Err(PostError::NotAnObject);
         };
+        self.touch();
+        check_envelope(object)?;
         let method = object.get("method").and_then(Value::as_str);
         let id = object.get("id").filter(|id| !id.is_null());
         let mut answer = None;
@@ -428,6 +485,39 @@ fn write_envelopes(
     }
 }
 
+/// Refuses what the connection would drop without an answer (`jsonrpc` other than `"2.0"`, an
+/// id that is not a string or a 64-bit integer, a method that is not a string, a message that
+/// is neither a request, a notification nor a response), so that a POST never waits for an
+/// answer that cannot come.
+fn check_envelope(object: &serde_json::Map<String, Value>) -> Result<(), PostError> {
+    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(PostError::Invalid("`jsonrpc` must be \"2.0\""));
+    }
+    match object.get("id") {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(Value::Number(n)) if n.is_i64() => {}
+        Some(_) => {
+            return Err(PostError::Invalid(
+                "`id` must be a string, an integer of at most 64 bits or null",
+            ))
+        }
+    }
+    match object.get("method") {
+        Some(Value::String(_)) => Ok(()),
+        Some(_) => Err(PostError::Invalid("`method` must be a string")),
+        None if object.contains_key("result") || object.contains_key("error") => {
+            if object.get("id").is_none_or(Value::is_null) {
+                Err(PostError::Invalid("a response must carry the request's `id`"))
+            } else {
+                Ok(())
+            }
+        }
+        None => Err(PostError::Invalid(
+            "a message needs a `method` (a request or notification) or a `result` or `error` (a response)",
+        )),
+    }
+}
+
 /// The compact form of the JSON text `raw` (ids as the connection wrote them).
 fn compact(raw: &str) -> String {
     match serde_json::from_str::<Value>(raw) {
@@ -459,6 +549,35 @@ mod tests {
             (Some("3".into()), Some("session/request_permission".into()))
         );
         assert!(succeeded(r#"{"id":1,"result":{"error":1}}"#));
+        let check = |s: &str| {
+            let v: Value = serde_json::from_str(s).unwrap();
+            check_envelope(v.as_object().unwrap()).map_err(|e| e.to_string())
+        };
+        for ok in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","method":"session/cancel"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#,
+        ] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            r#"{"jsonrpc":"1.0","id":1,"method":"initialize"}"#,
+            r#"{"id":1,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+        ] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
         assert!(!succeeded(r#"{"id":1,"error":{"code":-1}}"#));
         assert_eq!(
             result_session_id(r#"{"id":1,"result":{"sessionId":"s"}}"#).as_deref(),

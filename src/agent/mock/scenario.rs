@@ -45,6 +45,9 @@ pub(super) enum Scenario {
     /// One `write_file` of `gated.txt`, then one command writing `gated-cmd.txt`: each asks
     /// first when the turn asks permission.
     Gated,
+    /// `run <command line>`: one `run_terminal_command` of the argument, asking first when the
+    /// turn asks permission.
+    Run,
     /// Spends credits step by step (`cost` events), then finishes with the total.
     Spend,
     /// Any other prompt: echoed whole.
@@ -74,6 +77,7 @@ impl Scenario {
             "flood" => Scenario::Flood,
             "escape" => Scenario::Escape,
             "gated" => Scenario::Gated,
+            "run" => Scenario::Run,
             "spend" => Scenario::Spend,
             _ => return (Scenario::Default, prompt),
         };
@@ -95,6 +99,7 @@ impl Scenario {
             Scenario::Flood => 5.0,
             Scenario::Escape => 1.0,
             Scenario::Gated => 6.0,
+            Scenario::Run => 1.0,
             Scenario::Spend => 0.0,
             Scenario::Fail | Scenario::Crash | Scenario::Hang => 0.0,
         }
@@ -176,6 +181,7 @@ pub(super) fn play(t: &mut Turn) -> Result<Outcome, EmitError> {
         Scenario::Flood => flood(t),
         Scenario::Escape => escape(t),
         Scenario::Gated => gated(t),
+        Scenario::Run => run(t),
         Scenario::Spend => spend(t),
     }
 }
@@ -432,36 +438,7 @@ fn gated(t: &mut Turn) -> Result<Outcome, EmitError> {
             false
         }
     };
-    let run = t.call_id("run");
-    let command = "echo gated-ok > gated-cmd.txt";
-    let input = json!({"command": command, "process_type": "SYNC"});
-    t.out.tool_call(
-        &run,
-        "run_terminal_command",
-        input.clone(),
-        MAIN_AGENT,
-        None,
-    )?;
-    let ran = match t.permission(&run, "run_terminal_command", &input, Some(command), &[])? {
-        gate::Decision::Allow => {
-            t.out.tool_result(
-                &run,
-                "run_terminal_command",
-                workspace::run_command(command),
-                None,
-            )?;
-            true
-        }
-        rejected => {
-            t.out.tool_result(
-                &run,
-                "run_terminal_command",
-                gate::rejected(&rejected),
-                None,
-            )?;
-            false
-        }
-    };
+    let ran = run_command(t, "echo gated-ok > gated-cmd.txt")?;
     let said = |done: bool| if done { "yes" } else { "no" };
     t.out.stream(
         &format!(
@@ -474,15 +451,62 @@ fn gated(t: &mut Turn) -> Result<Outcome, EmitError> {
     t.finished()
 }
 
+/// `run <command line>`: runs the argument once allowed; the answer says whether it ran.
+fn run(t: &mut Turn) -> Result<Outcome, EmitError> {
+    let command = t.arg.clone();
+    let ran = run_command(t, &command)?;
+    t.out
+        .text(&format!("ran: {}", if ran { "yes" } else { "no" }), None)?;
+    t.finished()
+}
+
+/// One `run_terminal_command` of `command`, asking first when the turn asks; true if it ran.
+fn run_command(t: &mut Turn, command: &str) -> Result<bool, EmitError> {
+    let run = t.call_id("run");
+    let input = json!({"command": command, "process_type": "SYNC"});
+    t.out.tool_call(
+        &run,
+        "run_terminal_command",
+        input.clone(),
+        MAIN_AGENT,
+        None,
+    )?;
+    Ok(
+        match t.permission(&run, "run_terminal_command", &input, Some(command), &[])? {
+            gate::Decision::Allow => {
+                t.out.tool_result(
+                    &run,
+                    "run_terminal_command",
+                    workspace::run_command(command),
+                    None,
+                )?;
+                true
+            }
+            rejected => {
+                t.out.tool_result(
+                    &run,
+                    "run_terminal_command",
+                    gate::rejected(&rejected),
+                    None,
+                )?;
+                false
+            }
+        },
+    )
+}
+
 /// `spend [N]`: N steps (default 10), each costing one credit: a `text_delta` and a `cost` event
-/// with the run's total so far, 50 ms apart; then `finish` with N credits.
+/// with the run's total so far, 50 ms apart; then `finish` with N credits. `spend -N` plays an
+/// agent that lies: one `cost` of -N credits and a `finish` with -N.
 fn spend(t: &mut Turn) -> Result<Outcome, EmitError> {
-    let steps = t
-        .arg
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse::<u32>().ok())
-        .unwrap_or(10);
+    let arg = t.arg.split_whitespace().next().unwrap_or("");
+    if let Some(lie) = arg.strip_prefix('-').and_then(|n| n.parse::<u32>().ok()) {
+        let total = -f64::from(lie);
+        t.out.event(&json!({"type": "cost", "totalCost": total}))?;
+        t.out.text(&format!("Spent {total} credits."), None)?;
+        return Ok(Outcome::Finished { total_cost: total });
+    }
+    let steps = arg.parse::<u32>().unwrap_or(10);
     for step in 1..=steps {
         t.out.text_delta(&format!("step {step}; "), None)?;
         t.out

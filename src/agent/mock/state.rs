@@ -125,7 +125,16 @@ fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     tmp.push(format!(".tmp-{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
     let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
+        // Run state quotes the conversation: readable by its owner only.
+        let mut f = {
+            use std::os::unix::fs::OpenOptionsExt;
+            fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?
+        };
         f.write_all(bytes)?;
         f.sync_all()?;
         fs::rename(&tmp, file)

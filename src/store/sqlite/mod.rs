@@ -581,3 +581,60 @@ fn record_from_row(r: &rusqlite::Row<'_>) -> Result<SessionRecord, RowError> {
         owner: r.get(16)?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::EventStore;
+    use crate::universal::{
+        Cost, EventData, EventDraft, SessionEndReason, SessionEndedData, TerminatedBy,
+    };
+
+    #[tokio::test]
+    async fn an_ending_batch_is_handed_back_to_await_and_visible_once_committed() {
+        let dir = std::env::temp_dir().join(format!(
+            "codebuffd-sqlite-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open_with(
+            &dir.join("t.db"),
+            StoreOptions {
+                visible_after_commit: true,
+                ..StoreOptions::default()
+            },
+        )
+        .unwrap();
+        store
+            .create(&SessionRecord::new(
+                "s",
+                "mock",
+                serde_json::json!({}),
+                "",
+                0,
+            ))
+            .unwrap();
+        let mut drafts = vec![EventDraft::synthetic(EventData::SessionEnded(
+            SessionEndedData {
+                reason: SessionEndReason::Terminated,
+                terminated_by: TerminatedBy::Daemon,
+                message: None,
+                exit_code: None,
+                stderr: None,
+                cost: Cost::default(),
+            },
+        ))];
+        let appended = store
+            .append_deferred("s", &mut drafts, "t".into(), None)
+            .unwrap();
+        assert_eq!(appended.last, 1);
+        // The SQLite store defers the commit wait to the caller (no runtime thread parked).
+        let durable = appended
+            .durable
+            .expect("an ending batch is awaited by its appender");
+        durable.wait().await.unwrap();
+        assert_eq!(store.last_sequence("s").unwrap(), 1);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,161 @@
+//! Output batching: each reader task frames one pipe into lines and sends them a read chunk at a
+//! time ([`Batch`]: the frames' bytes back to back, one allocation per chunk), over the bounded
+//! channel that [`AgentProcess::next_event`](super::AgentProcess::next_event) hands out one
+//! event at a time through a [`Cursor`].
+
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{timeout_at, Instant};
+
+use super::{ExitInfo, OutputStream, ProcessEvent};
+use crate::agent::framing::{Frame, LineFramer};
+
+/// Bytes asked for per read of an output pipe (a pipe holds 64 KiB by default).
+const READ_CHUNK: usize = 32 * 1024;
+
+/// What travels from the background tasks to [`AgentProcess::next_event`].
+pub(super) enum Message {
+    Output(Batch),
+    Exited(ExitInfo),
+}
+
+/// The frames of one read chunk of one pipe, their bytes stored back to back.
+pub(super) struct Batch {
+    pub(super) stream: OutputStream,
+    bytes: Vec<u8>,
+    frames: Vec<BatchFrame>,
+}
+
+#[derive(Clone, Copy)]
+enum BatchFrame {
+    Line { len: usize },
+    Oversized { length: usize, prefix_len: usize },
+}
+
+impl Batch {
+    fn new(stream: OutputStream) -> Batch {
+        Batch {
+            stream,
+            bytes: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, frame: Frame<'_>) {
+        match frame {
+            Frame::Line(line) => {
+                self.bytes.extend_from_slice(line);
+                self.frames.push(BatchFrame::Line { len: line.len() });
+            }
+            Frame::Oversized { length, prefix } => {
+                self.bytes.extend_from_slice(prefix);
+                self.frames.push(BatchFrame::Oversized {
+                    length,
+                    prefix_len: prefix.len(),
+                });
+            }
+        }
+    }
+}
+
+/// The consumer's position in the batch it is handing out.
+pub(super) struct Cursor {
+    batch: Batch,
+    frame: usize,
+    offset: usize,
+}
+
+impl Cursor {
+    pub(super) fn new(batch: Batch) -> Cursor {
+        Cursor {
+            batch,
+            frame: 0,
+            offset: 0,
+        }
+    }
+
+    pub(super) fn next(&mut self) -> Option<ProcessEvent> {
+        let frame = *self.batch.frames.get(self.frame)?;
+        self.frame += 1;
+        let stream = self.batch.stream;
+        let start = self.offset;
+        Some(match frame {
+            BatchFrame::Line { len } => {
+                self.offset += len;
+                ProcessEvent::Line {
+                    stream,
+                    line: self.batch.bytes[start..self.offset].to_vec(),
+                }
+            }
+            BatchFrame::Oversized { length, prefix_len } => {
+                self.offset += prefix_len;
+                ProcessEvent::Oversized {
+                    stream,
+                    length,
+                    prefix: self.batch.bytes[start..self.offset].to_vec(),
+                }
+            }
+        })
+    }
+}
+
+/// Reads one pipe to EOF (or until it stays silent past the deadline set when the leader
+/// exited), sending one batch per read chunk.
+pub(super) async fn read_output<R: AsyncRead + Unpin>(
+    mut pipe: R,
+    stream: OutputStream,
+    max_line_bytes: usize,
+    events: mpsc::Sender<Message>,
+    mut eof_deadline: watch::Receiver<Option<Instant>>,
+) {
+    let mut framer = LineFramer::new(max_line_bytes);
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let deadline = *eof_deadline.borrow_and_update();
+        let result = match deadline {
+            // The leader has exited: data still in the pipe is read at once, an empty pipe is
+            // waited for only until the deadline.
+            Some(at) => match timeout_at(at, pipe.read(&mut buf)).await {
+                Ok(result) => result,
+                Err(_) => {
+                    tracing::debug!(
+                        ?stream,
+                        "agent output pipe still open after its exit; giving up on it"
+                    );
+                    break;
+                }
+            },
+            None => tokio::select! {
+                result = pipe.read(&mut buf) => result,
+                changed = eof_deadline.changed() => {
+                    if changed.is_err() {
+                        break; // the supervisor is gone
+                    }
+                    continue;
+                }
+            },
+        };
+        match result {
+            Ok(0) => break,
+            Ok(n) => {
+                let mut batch = Batch::new(stream);
+                framer.push(&buf[..n], &mut |frame| batch.push(frame));
+                if !batch.frames.is_empty() && events.send(Message::Output(batch)).await.is_err() {
+                    return; // nobody listens any more
+                }
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => {
+                tracing::debug!(?stream, %error, "reading agent output failed");
+                break;
+            }
+        }
+    }
+    let mut batch = Batch::new(stream);
+    framer.finish(&mut |frame| batch.push(frame));
+    if !batch.frames.is_empty() {
+        let _ = events.send(Message::Output(batch)).await;
+    }
+}
