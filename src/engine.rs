@@ -9,10 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::agent::{AdapterSource, Launcher};
-use crate::data_lock::DataDirLock;
 use crate::session::{Limits, SessionContext, SessionManager};
-use crate::store::{open_store_with, redact_spec, StoreOptions};
-use crate::sync::LockExt;
+use crate::store::{open_store_with, redact_spec, EngineEntry, StoreOptions};
 
 /// How long shutdown waits for sessions to end their turns.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
@@ -47,8 +45,9 @@ pub struct Engine {
     pub open_files: u64,
     /// The retention sweep, when `--retention-days` is set.
     retention: Option<tokio::task::JoinHandle<()>>,
-    /// This process's hold on the data directory (`data_lock.rs`): one engine per directory.
-    lock: std::sync::Mutex<DataDirLock>,
+    /// This engine's lease in the store: other engines know it is alive while it is held
+    /// (dropped last, after the engine has stopped its sessions).
+    lease: Box<dyn crate::store::Lease>,
 }
 
 impl Engine {
@@ -67,13 +66,9 @@ impl Engine {
                 config.data_dir.display()
             )
         })?;
-        // Before restoring anything: another engine on this directory would have the same
-        // instance id and recover its live turns as interrupted.
         let command = std::env::args()
             .nth(1)
             .unwrap_or_else(|| "engine".to_owned());
-        let lock = DataDirLock::acquire(&config.data_dir, &command)?;
-        // Before the store: a daemon must know which of the stored sessions are its own.
         let instance_id = crate::instance::load_or_create(&config.data_dir)?;
         // Readers see an event only once it is committed: what a client saw survives a crash,
         // so `Last-Event-ID` resumes exactly after a restart.
@@ -122,11 +117,25 @@ impl Engine {
                 "the working directory is inside {what}: sessions that do not name a directory will be refused; start the daemon elsewhere or pass --workdir DIR"
             );
         }
+        // This engine's lease: other engines on the store see it alive while it runs, and
+        // recover its sessions' turns once it is gone, however it goes.
+        let lease = ctx
+            .store
+            .coordination()
+            .register(&EngineEntry {
+                engine_id: ctx.engine_id.clone(),
+                instance_id: ctx.instance_id.clone(),
+                pid: std::process::id(),
+                command,
+                url: None,
+                started_at: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0)),
+            })
+            .context("cannot register this engine in the event store")?;
+        tracing::info!(engine = %ctx.engine_id, "engine id");
         let manager = Arc::new(SessionManager::new(ctx));
-        let restored = manager.restore()?;
-        if restored > 0 {
-            tracing::info!(sessions = restored, "restored stored sessions");
-        }
+        manager.start_ownership();
         let retention = config
             .retention
             .map(|keep| crate::session::retention::spawn(manager.clone(), keep));
@@ -134,16 +143,15 @@ impl Engine {
             manager,
             open_files,
             retention,
-            lock: std::sync::Mutex::new(lock),
+            lease,
         })
     }
 
-    /// Records the URL this engine is served at in the data directory's lock file, so that a
-    /// terminal client that finds the directory busy can use it.
+    /// Records the URL this engine is served at with its registration (`GET /v1/engines`,
+    /// `codebuffd doctor` show it).
     pub fn announce_url(&self, url: &str) {
-        let mut lock = self.lock.lock_unpoisoned();
-        if let Err(error) = lock.announce_url(url) {
-            tracing::warn!(%error, "cannot record the URL in the data directory's lock file");
+        if let Err(error) = self.lease.announce_url(url) {
+            tracing::warn!(%error, "cannot record the URL with this engine's registration");
         }
     }
 

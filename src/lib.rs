@@ -10,7 +10,7 @@
 //!   mock agent. [`store`]: the event log (memory, SQLite, Postgres).
 //! * [`session`]: sessions, turns, questions, the lifecycle rules, the follow cursor and the
 //!   turn verdict every door reads with; [`engine`] starts it all. Leaf helpers beside them:
-//!   [`sync`] (lock poisoning), [`instance`] (the data directory's id), [`data_lock`],
+//!   [`sync`] (lock poisoning), [`instance`] (the data directory's id),
 //!   [`scope`] (a connection's slot and the stop signal).
 //! * Front doors: [`http`] (the `/v1` API, and ACP over HTTP), [`acp`] (the Agent Client
 //!   Protocol, over stdio and for `http`), [`ws`] (the Codebuff WebSocket protocol at `/v1/ws`,
@@ -27,7 +27,6 @@ pub mod cli;
 pub mod codebuff;
 pub mod commands;
 pub mod config;
-pub mod data_lock;
 pub mod engine;
 pub mod http;
 pub mod instance;

@@ -223,6 +223,7 @@ pub async fn post_message(
     state
         .manager
         .send_message(&id, prompt)
+        .await
         .map_err(|e| Problem::from(e).session(&id))?;
     Ok(StatusCode::NO_CONTENT)
 }

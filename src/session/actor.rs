@@ -35,9 +35,13 @@ pub(crate) enum Origin {
     Created {
         ready: Option<oneshot::Sender<Result<(), SessionError>>>,
     },
-    /// Loaded from the store after a restart; `running` is the agent process its record names
-    /// (a turn the previous daemon left running), if any.
-    Restored { running: Option<RunningProcess> },
+    /// Loaded from the store (taken over from an engine that let it go or died); `running`
+    /// is the agent process its record names (a turn a dead engine left running), if any,
+    /// ended for `why`.
+    Restored {
+        running: Option<RunningProcess>,
+        why: String,
+    },
 }
 
 /// One session's actor.
@@ -49,6 +53,9 @@ pub(crate) struct Actor {
     pub(super) converter: CodebuffConverter,
     pub(super) queue: MessageQueue,
     pub(super) rx: mpsc::Receiver<Command>,
+    /// Whether this engine owns the session in the store (see `owner.rs`).
+    owned: Arc<std::sync::atomic::AtomicBool>,
+    routing: Arc<tokio::sync::Mutex<()>>,
     pub(super) drafts: Vec<EventDraft>,
     /// Replies owed once the running turn has ended (terminate, shutdown).
     pub(super) waiting: Vec<oneshot::Sender<()>>,
@@ -89,6 +96,8 @@ impl Actor {
             converter,
             queue: MessageQueue::new(mailbox.queued),
             rx: mailbox.rx,
+            owned: mailbox.owned,
+            routing: mailbox.routing,
             drafts: Vec::new(),
             waiting: Vec::new(),
             exit: false,
@@ -99,7 +108,7 @@ impl Actor {
     /// Runs until the daemon shuts down (or every handle to the session is gone).
     pub(crate) async fn run(mut self) {
         match std::mem::replace(&mut self.origin, Origin::Created { ready: None }) {
-            Origin::Restored { running } => self.recover(running).await,
+            Origin::Restored { running, why } => self.recover(running, &why).await,
             Origin::Created { ready } => {
                 self.drafts.push(self.settings.started_event());
                 let recorded = match self.flush().await {
@@ -124,13 +133,42 @@ impl Actor {
                     continue;
                 }
             }
+            self.release_if_idle().await;
             match self.rx.recv().await {
                 Some(cmd) => self.handle_idle(cmd).await,
                 None => break,
             }
         }
+        self.release_if_idle().await;
         for w in self.waiting.drain(..) {
             let _ = w.send(());
+        }
+    }
+
+    /// Lets the session go (owner `""` in the store) when nothing is left to do: no turn runs
+    /// (the caller says so), no message waits, no request is on its way (the manager hands
+    /// requests over under `routing`). Any engine may then take the session; this actor stays
+    /// as it is, to be woken if this engine takes it again while the log has not moved.
+    async fn release_if_idle(&mut self) {
+        use std::sync::atomic::Ordering;
+        if !self.owned.load(Ordering::SeqCst) || self.store_failure.is_some() {
+            return;
+        }
+        let routing = self.routing.clone();
+        let _routing = routing.lock().await;
+        if !self.rx.is_empty() || (self.ended().is_none() && self.queue.len() > 0) {
+            return;
+        }
+        let store = self.ctx.store.clone();
+        let id = self.id.to_string();
+        let me = self.ctx.engine_id.clone();
+        let released = tokio::task::spawn_blocking(move || store.coordination().claim(&id, &me, "")).await;
+        match released {
+            Ok(Ok(_)) => self.owned.store(false, Ordering::SeqCst),
+            Ok(Err(error)) => {
+                tracing::warn!(session = %self.id, %error, "cannot let the session go; it stays this engine's")
+            }
+            Err(_) => {}
         }
     }
 

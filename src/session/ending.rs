@@ -68,7 +68,10 @@ impl SessionManager {
             old.settings.clone(),
             old.shared.snapshot(),
             old.created_at,
-            Origin::Restored { running: None },
+            Origin::Restored {
+                running: None,
+                why: "the session was revived after a failed delete".to_owned(),
+            },
         );
         let mut sessions = self.sessions.write_unpoisoned();
         sessions.insert(old.id.to_string(), handle);

@@ -81,6 +81,10 @@ impl MemoryStore {
 }
 
 impl EventStore for MemoryStore {
+    fn coordination(&self) -> &dyn Coordination {
+        self
+    }
+
     fn create(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let session_id = record.session_id.as_str();
         let mut logs = self.logs.write_unpoisoned();
