@@ -11,6 +11,7 @@ use anyhow::Context;
 use crate::agent::{AdapterSource, Launcher};
 use crate::session::{Limits, SessionContext, SessionManager};
 use crate::store::{open_store_with, redact_spec, EngineEntry, StoreOptions};
+use crate::webhooks::Webhooks;
 
 /// How long shutdown waits for sessions to end their turns.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(15);
@@ -36,11 +37,15 @@ pub struct EngineConfig {
     pub retention: Option<Duration>,
     /// The directory of sessions that do not name one; `None` = the working directory.
     pub workdir: Option<PathBuf>,
+    /// Webhooks (`webhooks/`): endpoints, secret, events, retries.
+    pub webhooks: crate::webhooks::WebhookSettings,
 }
 
 /// A running engine.
 pub struct Engine {
     pub manager: Arc<SessionManager>,
+    /// The webhook dispatcher and the deliveries' listing.
+    pub webhooks: Arc<Webhooks>,
     /// The open-files limit of the process (raised to its hard limit at start).
     pub open_files: u64,
     /// The retention sweep, when `--retention-days` is set.
@@ -83,6 +88,15 @@ impl Engine {
                     redact_spec(&config.store)
                 )
             })?;
+        // Before sessions are restored: what restoring records (turns ended `interrupted`)
+        // is delivered too.
+        // This engine process's own id: the owner of the sessions it runs and of the webhook
+        // deliveries it claims (several engines may share the data directory).
+        let engine_id = uuid::Uuid::new_v4().hyphenated().to_string();
+        let webhooks = Arc::new(
+            Webhooks::start(store.clone(), config.webhooks.clone(), &engine_id)
+                .map_err(anyhow::Error::msg)?,
+        );
         let adapter = AdapterSource::from_env(&config.data_dir);
         let launcher = Arc::new(Launcher::new(config.agent_command.clone(), adapter));
         tracing::info!(instance = %instance_id, "instance id");
@@ -94,9 +108,11 @@ impl Engine {
             instance_id,
             config.allow_loader_env,
         );
+        ctx.engine_id = engine_id;
         ctx.agents.warm_start = config.warm_start;
         ctx.policy.default_permission_mode = config.permission_mode.clone();
         ctx.policy.default_max_credits = config.max_session_credits;
+        ctx.policy.webhooks = webhooks.policy().clone();
         if let Some(dir) = &config.workdir {
             ctx.policy.cwd = dir.canonicalize().with_context(|| {
                 format!("the working directory {} is not usable", dir.display())
@@ -141,6 +157,7 @@ impl Engine {
             .map(|keep| crate::session::retention::spawn(manager.clone(), keep));
         Ok(Engine {
             manager,
+            webhooks,
             open_files,
             retention,
             lease,
@@ -166,6 +183,8 @@ impl Engine {
         if let Err(error) = self.manager.store().flush() {
             tracing::error!(%error, "the event store could not be flushed");
         }
+        // Last: the turns ended above are in the outbox, delivered now or at the next start.
+        self.webhooks.stop().await;
     }
 }
 

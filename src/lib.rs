@@ -9,9 +9,11 @@
 //! * [`agent`]: the agent command contract, starting and supervising agent processes, the
 //!   mock agent. [`store`]: the event log (memory, SQLite, Postgres).
 //! * [`session`]: sessions, turns, questions, the lifecycle rules, the follow cursor and the
-//!   turn verdict every door reads with; [`engine`] starts it all. Leaf helpers beside them:
-//!   [`sync`] (lock poisoning), [`instance`] (the data directory's id),
-//!   [`scope`] (a connection's slot and the stop signal).
+//!   turn verdict every door reads with; [`webhooks`]: the signed, durable deliveries from the
+//!   store's outbox; [`engine`] starts it all. Leaf helpers beside them: [`sync`] (lock
+//!   poisoning), [`instance`] (the data directory's id), [`scope`] (a
+//!   connection's slot and the stop signal), [`metrics`] (the Prometheus metrics every layer
+//!   may count in).
 //! * Front doors: [`http`] (the `/v1` API, and ACP over HTTP), [`acp`] (the Agent Client
 //!   Protocol, over stdio and for `http`), [`ws`] (the Codebuff WebSocket protocol at `/v1/ws`,
 //!   mounted by `http`), [`term`] (the terminal client: in-process or over `/v1`). They
@@ -30,6 +32,7 @@ pub mod config;
 pub mod engine;
 pub mod http;
 pub mod instance;
+pub mod metrics;
 pub mod private_files;
 pub mod scope;
 pub mod secrets;
@@ -38,4 +41,5 @@ pub mod store;
 pub mod sync;
 pub mod term;
 pub mod universal;
+pub mod webhooks;
 pub mod ws;

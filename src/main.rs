@@ -7,11 +7,9 @@ use std::io::{self, Read};
 use std::process::ExitCode;
 
 use clap::Parser;
-use codebuffd::cli::{
-    AcpArgs, Cli, Command, ConvertArgs, DoctorArgs, InstallAdapterArgs, ServerArgs,
-};
+use codebuffd::cli::{AcpArgs, Cli, Command, ConvertArgs, DoctorArgs, InstallAdapterArgs};
 use codebuffd::commands::convert::{convert_stream, ConvertOptions};
-use codebuffd::config::DaemonConfig;
+use codebuffd::config::{DaemonConfig, ServerArgs};
 use codebuffd::secrets::Hidden;
 
 fn main() -> ExitCode {
@@ -108,7 +106,8 @@ fn run_acp(args: &AcpArgs, hidden: Option<&Hidden>) -> anyhow::Result<()> {
     if let Some(hidden) = hidden {
         hidden.log();
     }
-    let config = DaemonConfig::resolve(&args.server_args(), &|name| std::env::var(name).ok())?;
+    let server_args = ServerArgs::without_listener(args.engine.clone());
+    let config = DaemonConfig::resolve(&server_args, &|name| std::env::var(name).ok())?;
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }

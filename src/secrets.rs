@@ -9,8 +9,9 @@
 //!   Agents are not affected: `execve` makes a process dumpable again.
 //! * The secrets' bytes in the block the kernel shows as `environ` and `cmdline` (the initial
 //!   stack, `env_start..env_end` and `arg_start..arg_end` of `/proc/self/stat`) are overwritten
-//!   with NULs: `CODEBUFF_API_KEY` and `CODEBUFFD_TOKEN` (whose values are first moved into the
-//!   process's own environment, so the daemon still reads them), and the value of `--token`.
+//!   with NULs: `CODEBUFF_API_KEY`, `CODEBUFFD_TOKEN` and `CODEBUFFD_WEBHOOK_SECRET` (whose
+//!   values are first moved into the process's own environment, so the daemon still reads
+//!   them), and the values of `--token` and `--webhook-secret`.
 //!   `std::env::remove_var` alone would not do: it leaves that block as it was. This works
 //!   whoever the readers are, root included.
 //!
@@ -20,9 +21,13 @@
 use std::path::Path;
 
 /// The environment variables whose values never stay in the readable block.
-pub const SECRET_VARS: [&str; 2] = ["CODEBUFF_API_KEY", "CODEBUFFD_TOKEN"];
+pub const SECRET_VARS: [&str; 3] = [
+    "CODEBUFF_API_KEY",
+    "CODEBUFFD_TOKEN",
+    "CODEBUFFD_WEBHOOK_SECRET",
+];
 /// The flags whose values never stay in the readable command line.
-pub const SECRET_FLAGS: [&str; 1] = ["--token"];
+pub const SECRET_FLAGS: [&str; 2] = ["--token", "--webhook-secret"];
 
 /// What [`hide_from_proc`] did, for the log (which is not set up yet when it runs).
 #[derive(Debug, Default, PartialEq, Eq)]

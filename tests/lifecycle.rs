@@ -350,3 +350,13 @@ async fn a_directory_repointed_into_the_data_directory_is_refused_at_the_next_tu
     );
     d.stop();
 }
+
+/// The cause of a flaky `permissions` test: a SIGTERM that came right after the ready line, before
+/// the daemon caught the signal, killed it instead of stopping it (exit 0).
+#[tokio::test]
+async fn a_sigterm_right_after_the_ready_line_stops_the_daemon_cleanly() {
+    for _ in 0..25 {
+        // `stop` sends SIGTERM at once and asserts exit 0 and no process left.
+        Daemon::start().stop();
+    }
+}

@@ -4,8 +4,8 @@
 //! (`store_error`), the session goes on, and nothing a client saw is lost or changed.
 //!
 //! Two ways to fail: a real daemon whose data directory is a small tmpfs filled up mid-turn
-//! (needs root to mount it, as `.ci/run` has; skipped with a notice otherwise), and an
-//! in-process engine over a store told to fail.
+//! (needs root to mount it, as `.ci/run` has: `#[ignore]`d, run with `--ignored`, and failing
+//! without root), and an in-process engine over a store told to fail.
 
 mod support;
 
@@ -135,13 +135,11 @@ fn follow(d: &Daemon, id: &str) -> (tokio::task::JoinHandle<Vec<(u64, Value)>>, 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root (to mount a tmpfs), and --ignored"]
 async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_when_space_returns() {
     let fs = match Tmpfs::mount("24m") {
         Ok(fs) => fs,
-        Err(why) => {
-            eprintln!("NOTICE: skipping the full-disk test: cannot mount a tmpfs ({why}); run as root, as .ci/run does");
-            return;
-        }
+        Err(why) => panic!("cannot mount a tmpfs ({why}): this test needs root, as .ci/run has"),
     };
     let data = fs.0.join("data");
     let d = Daemon::start_in(&data, &[]);
@@ -170,6 +168,33 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
         .wait_status("full", "failed", Duration::from_secs(20))
         .await;
     assert_eq!(info["ended"], false);
+    // While the disk stays full the daemon stays degraded: the store's probe writes real data
+    // (an empty commit succeeded on the full disk, and health said `ok` most of the time),
+    // and every create is refused, across several probes (one a second).
+    let mut answers = Vec::new();
+    for n in 0..12 {
+        answers.push(health(&d).await.0);
+        let resp = d
+            .post(
+                &format!("/v1/sessions/during-{n}"),
+                json!({"agent": "mock"}),
+            )
+            .await;
+        answers.push(resp.status().as_u16());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        answers.iter().all(|s| *s == 503),
+        "health and creates while the disk is full: {answers:?}"
+    );
+    // `GET` says what the log holds, not what the session stamped.
+    let info = d.info("full").await;
+    let stored = d.events("full").await;
+    assert_eq!(
+        info["eventCount"].as_u64(),
+        stored.last().and_then(|e| e["sequence"].as_u64()),
+        "{info}"
+    );
     // New turns and sessions are refused while the log cannot be written.
     let resp = d
         .post(

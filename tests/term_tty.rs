@@ -1,6 +1,8 @@
 //! The terminal client in a real terminal: `tmux` runs it in a pane, the test types keys and
 //! reads the screen. Questions asked inline, approvals, the spinner, Ctrl-C during a turn and
-//! the REPL. Skipped, with a notice, where tmux is not installed (`.ci/run` installs it).
+//! the REPL. Each test is `#[ignore]`d, so a run without tmux counts them as ignored: `.ci/run`
+//! installs tmux and runs them with `--ignored` (`cargo test --test term_tty -- --ignored`);
+//! asked to run without tmux, they fail.
 
 mod support;
 
@@ -13,15 +15,16 @@ use support::daemon::{binary, cmdline, session_members, TempDir};
 /// How long the screen may take to show something (the machine is shared and loaded).
 const WAIT: Duration = Duration::from_secs(60);
 
-fn have_tmux() -> bool {
+/// Fails the test when tmux is missing (the tests are ignored unless asked for).
+fn require_tmux() {
     let found = Command::new("tmux")
         .arg("-V")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("NOTICE: tmux is not installed: the terminal tests are skipped");
-    }
-    found
+    assert!(
+        found,
+        "tmux is not installed: these tests need it (`apt-get install tmux`)"
+    );
 }
 
 /// One tmux server (its own socket) with one pane running a command.
@@ -238,10 +241,9 @@ fn exists(dir: &Path, name: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn a_question_is_asked_inline_with_numbered_options() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start(&["exec", "--agent", "mock", "ask"]);
     let screen = pane.wait_for("(a number, or your own answer; empty to skip)");
     assert!(
@@ -276,10 +278,9 @@ fn a_question_is_asked_inline_with_numbered_options() {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn permission_requests_are_a_one_line_approval() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start(&[
         "exec",
         "--agent",
@@ -307,10 +308,9 @@ fn permission_requests_are_a_one_line_approval() {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn ctrl_c_cancels_a_hanging_turn_and_exits_130() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start(&["exec", "--agent", "mock", "hang"]);
     // The spinner says what is happening while nothing streams.
     pane.wait_for("thinking");
@@ -327,10 +327,9 @@ fn ctrl_c_cancels_a_hanging_turn_and_exits_130() {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn the_repl_runs_turns_and_commands_on_one_session() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     // `codebuffd` alone on a terminal is the REPL; the agent from the environment.
     let pane = Pane::start_with_env(&[], &[("CODEBUFFD_AGENT", "mock")]);
     pane.wait_for("/help for commands");
@@ -370,10 +369,9 @@ fn the_repl_runs_turns_and_commands_on_one_session() {
 }
 
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn resume_without_a_prompt_opens_the_repl_on_the_session() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start_after(
         &["exec", "--agent", "mock", "echo first"],
         &["resume", "--last"],
@@ -397,10 +395,9 @@ fn resume_without_a_prompt_opens_the_repl_on_the_session() {
 /// (the current one marked), `/resume <id>` and `/cost` of the session resumed; the modes are
 /// what the sessions record.
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn the_repl_moves_between_sessions_and_modes() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let pane = Pane::start_with_env(&[], &[("CODEBUFFD_AGENT", "mock")]);
     pane.wait_for("/help for commands");
     pane.type_line("/help");
@@ -482,10 +479,9 @@ fn the_repl_moves_between_sessions_and_modes() {
 /// screen) in its answer are shown as visible escapes — in the live view, and on stdout when
 /// stdout is the terminal — and the pane's title stays as it was.
 #[test]
+#[ignore = "needs tmux, and --ignored"]
 fn control_sequences_from_the_agent_never_reach_the_terminal() {
-    if !have_tmux() {
-        return;
-    }
+    require_tmux();
     let evil = "echo title \x1b]2;pwned-title\x07 cleared \x1b[2J end";
     let shown = "title \\e]2;pwned-title\\a cleared \\e[2J end";
     // stderr and stdout are the terminal: the answer streams on stderr.

@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-use super::launcher::InstallError;
+use super::node::InstallError;
 
 include!(concat!(env!("OUT_DIR"), "/adapter_bundle.rs"));
 

@@ -16,7 +16,6 @@
 //! of a process started for the turn. A spare that died is replaced; spares are killed at
 //! shutdown, and one left by a crashed daemon exits when its stdin closes.
 
-use crate::sync::LockExt;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -31,6 +30,7 @@ use super::credentials;
 use super::environment::agent_env;
 use super::launcher::{AgentKind, Launcher};
 use super::process::{AgentProcess, SpawnError, SpawnSpec};
+use crate::sync::LockExt;
 
 /// What one turn asks of its agent.
 #[derive(Debug, Clone, Copy)]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use tokio::sync::Mutex;
 
 use super::adapter::{self, AdapterSource};
-use super::node::{self, find_in_path, is_executable, NodeTools, MIN_NODE_MAJOR};
+use super::node::{self, find_in_path, is_executable, InstallError, NodeTools, MIN_NODE_MAJOR};
 
 /// The agents the daemon serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,11 +51,6 @@ pub struct Installation {
     /// How to install it when it is not.
     pub how: Option<String>,
 }
-
-/// Why an install failed.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InstallError(pub String);
 
 /// Resolves agent programs (decided once, at daemon start).
 #[derive(Debug)]

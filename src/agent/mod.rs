@@ -24,7 +24,8 @@ pub use credentials::{Credential, CredentialSource};
 pub use environment::{agent_env, is_loader_variable};
 pub use framing::{Frame, LineFramer};
 pub use launch::{AgentHost, LaunchError, TurnLaunch};
-pub use launcher::{AgentKind, InstallError, Installation, Launcher};
+pub use launcher::{AgentKind, Installation, Launcher};
+pub use node::InstallError;
 pub use process::{
     AgentProcess, ExitInfo, OutputStream, ProcessEvent, SpawnError, SpawnSpec, PIPE_EOF_GRACE,
 };

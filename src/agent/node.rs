@@ -8,7 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::launcher::InstallError;
+/// Why an install (of the adapter, of its packages, of an agent) failed: what to do about it,
+/// in a sentence for the user.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InstallError(pub String);
 
 /// The oldest Node.js major version the adapter runs on (its `engines.node`).
 pub const MIN_NODE_MAJOR: u32 = 20;

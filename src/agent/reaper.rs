@@ -15,7 +15,6 @@
 //! own children are registered here while they live ([`OwnedChildren`]), under a lock held
 //! across their spawn, so a child just spawned is never taken for an orphan.
 
-use crate::sync::LockExt;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -26,6 +25,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::time::Instant;
+
+use crate::sync::LockExt;
 
 /// Whether this process became a child subreaper (only then are orphans ours to reap).
 static SUBREAPER: AtomicBool = AtomicBool::new(false);

@@ -238,6 +238,11 @@ impl PermissionBook {
         !self.open.is_empty()
     }
 
+    /// How many are open.
+    pub(crate) fn open_count(&self) -> usize {
+        self.open.len()
+    }
+
     /// The ids of the open requests, sorted.
     pub(crate) fn open_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.open.keys().cloned().collect();

@@ -47,6 +47,11 @@ impl QuestionBook {
         !self.open.is_empty()
     }
 
+    /// How many are open.
+    pub(crate) fn open_count(&self) -> usize {
+        self.open.len()
+    }
+
     /// The open question with this id.
     pub(crate) fn open(&self, question_id: &str) -> Option<&QuestionData> {
         self.open.get(question_id)

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use super::signals::ShutdownSignals;
 use crate::acp::{self, AcpOptions, Outbox, StdioTransport};
 use crate::agent::AgentKind;
 use crate::engine::{Engine, EngineConfig};
@@ -19,6 +20,7 @@ const WRITER_DRAIN: Duration = Duration::from_secs(2);
 
 /// Runs the ACP agent until the client goes away.
 pub async fn run(config: EngineConfig, agent: AgentKind) -> anyhow::Result<()> {
+    let mut signals = ShutdownSignals::install();
     let engine = Engine::start(&config)?;
     let outbox = Outbox::new();
     let (lines, transport) =
@@ -32,7 +34,7 @@ pub async fn run(config: EngineConfig, agent: AgentKind) -> anyhow::Result<()> {
         let connection = acp::serve(engine.manager.clone(), options, outbox, lines);
         tokio::select! {
             result = connection => result.map_err(|e| anyhow::anyhow!("the ACP connection failed: {e}")),
-            () = shutdown_signal() => {
+            () = signals.recv() => {
                 tracing::info!("signal: shutting down");
                 Ok(())
             }
@@ -42,16 +44,4 @@ pub async fn run(config: EngineConfig, agent: AgentKind) -> anyhow::Result<()> {
     engine.shutdown().await;
     transport.finish(WRITER_DRAIN);
     served
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

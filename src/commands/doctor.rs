@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use crate::agent::adapter::{self, AdapterSource};
 use crate::agent::credentials::{self, CredentialSource};
 use crate::agent::node::{is_executable, NodeTools, MIN_NODE_MAJOR};
-use crate::cli::{DoctorArgs, ServerArgs};
+use crate::cli::DoctorArgs;
 use crate::config::DaemonConfig;
+use crate::config::{EngineArgs, ServerArgs};
 use crate::store::{open_store, redact_spec, DEFAULT_DATABASE};
 
 /// How a finding stands.
@@ -92,10 +93,13 @@ impl Report {
 pub async fn examine(args: &DoctorArgs, env: &dyn Fn(&str) -> Option<String>) -> Report {
     let mut report = Report::default();
     let server_args = ServerArgs {
-        data_dir: args.data_dir.clone(),
-        store: args.store.clone(),
-        config: args.config.clone(),
-        agent_command: args.agent_command.clone(),
+        engine: EngineArgs {
+            data_dir: args.data_dir.clone(),
+            store: args.store.clone(),
+            config: args.config.clone(),
+            agent_command: args.agent_command.clone(),
+            ..EngineArgs::default()
+        },
         ..ServerArgs::default()
     };
     let config = match DaemonConfig::resolve(&server_args, env) {

@@ -10,8 +10,9 @@ use anyhow::Context;
 
 use crate::agent::adapter::{self, AdapterSource};
 use crate::agent::{AgentKind, Launcher};
-use crate::cli::{InstallAdapterArgs, ServerArgs};
+use crate::cli::InstallAdapterArgs;
 use crate::config::DaemonConfig;
+use crate::config::{EngineArgs, ServerArgs};
 
 /// Installs the adapter; returns the directory it is in.
 pub async fn run(
@@ -30,8 +31,11 @@ pub async fn run(
         }
         None => {
             let server_args = ServerArgs {
-                data_dir: args.data_dir.clone(),
-                config: args.config.clone(),
+                engine: EngineArgs {
+                    data_dir: args.data_dir.clone(),
+                    config: args.config.clone(),
+                    ..EngineArgs::default()
+                },
                 ..ServerArgs::default()
             };
             let config = DaemonConfig::resolve(&server_args, env)?;

@@ -6,3 +6,4 @@ pub mod doctor;
 pub mod install_adapter;
 pub mod openapi;
 pub mod server;
+pub mod signals;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use super::signals::ShutdownSignals;
 use crate::config::DaemonConfig;
 use crate::engine::Engine;
 use crate::http::{default_max_connections, router, serve, HttpOptions, ServeOptions};
@@ -17,6 +18,8 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
 /// Runs the daemon until a shutdown signal.
 pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
+    // Before anything else: a SIGTERM right after the ready line must stop the daemon cleanly.
+    let mut signals = ShutdownSignals::install();
     for warning in &config.warnings {
         tracing::warn!("{warning}");
     }
@@ -38,6 +41,8 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
                 question_timeout: config.ws_question_timeout,
             },
             data_dir: Some(config.data_dir.clone()),
+            webhooks: Some(engine.webhooks.clone()),
+            metrics_no_auth: config.metrics_no_auth,
             acp: config.acp,
         },
     );
@@ -73,7 +78,7 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
     let mut server = std::pin::pin!(serve(listener, app, options, stopped));
     tokio::select! {
         result = &mut server => return result.context("the HTTP server failed"),
-        () = shutdown_signal() => {}
+        () = signals.recv() => {}
     }
     tracing::info!("shutting down: ending running turns");
     engine.shutdown().await;
@@ -110,16 +115,4 @@ fn local_url(address: SocketAddr) -> String {
         address.set_ip(loopback);
     }
     format!("http://{address}")
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

@@ -5,13 +5,15 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod args;
 mod layers;
+mod webhooks;
 
 use std::collections::BTreeMap;
 
+pub use args::{EngineArgs, ServerArgs};
 pub use layers::{user_config_file, ConfigError, Deprecated, Layers, Source};
-
-use crate::cli::ServerArgs;
+pub use webhooks::WebhookArgs;
 
 /// Everything `codebuffd server` runs with, after merging all sources.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +64,10 @@ pub struct DaemonConfig {
     pub ws_max_frame_bytes: usize,
     /// `/v1/ws`: how long a question its client is not shown waits before it is declined.
     pub ws_question_timeout: Duration,
+    /// Webhooks (`config/webhooks.rs`).
+    pub webhooks: crate::webhooks::WebhookSettings,
+    /// `GET /metrics` without the token.
+    pub metrics_no_auth: bool,
     /// Where each setting came from (`codebuffd config show`).
     pub sources: BTreeMap<&'static str, Source>,
     /// Deprecated settings that were read, to log once logging is up.
@@ -88,6 +94,7 @@ impl DaemonConfig {
             max_session_credits: self.max_session_credits,
             retention: self.retention,
             workdir: self.workdir.clone(),
+            webhooks: self.webhooks.clone(),
         }
     }
 }
@@ -132,7 +139,12 @@ pub const CLIENT_KEYS: &[&str] = &["url", "agent", "mode", "model", "color", "ti
 
 /// Every key a config file may hold: the server's and the terminal client's.
 pub fn known_keys() -> Vec<&'static str> {
-    SERVER_KEYS.iter().chain(CLIENT_KEYS).copied().collect()
+    SERVER_KEYS
+        .iter()
+        .chain(webhooks::KEYS)
+        .chain(CLIENT_KEYS)
+        .copied()
+        .collect()
 }
 
 /// File keys renamed to their flag's name (read with a warning).
@@ -166,7 +178,7 @@ impl DaemonConfig {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<DaemonConfig, ConfigError> {
         let known = known_keys();
-        let mut l = Layers::new(args.config.as_deref(), env, &known, DEPRECATED_KEYS)?;
+        let mut l = Layers::new(args.engine.config.as_deref(), env, &known, DEPRECATED_KEYS)?;
         let host = match l.value::<String>("host", args.host.clone())? {
             Some(h) => parse_host(&h)?,
             None => IpAddr::from([127, 0, 0, 1]),
@@ -182,22 +194,23 @@ impl DaemonConfig {
         let cors_allow_origins = l.list("cors_allow_origin", &args.cors_allow_origin)?;
         let allowed_hosts = l.list("allowed_host", &args.allowed_host)?;
         let data_dir = l
-            .value::<PathBuf>("data_dir", args.data_dir.clone())?
+            .value::<PathBuf>("data_dir", args.engine.data_dir.clone())?
             .unwrap_or_else(|| default_data_dir(env));
         let workdir = l.value::<PathBuf>("workdir", args.workdir.clone())?;
-        let agent_command = l.value::<PathBuf>("agent_command", args.agent_command.clone())?;
+        let agent_command =
+            l.value::<PathBuf>("agent_command", args.engine.agent_command.clone())?;
         let turn_timeout = seconds(
             "turn timeout",
-            l.value("turn_timeout", args.turn_timeout)?
+            l.value("turn_timeout", args.engine.turn_timeout)?
                 .unwrap_or(3600.0),
         )?;
         let inactivity_timeout = seconds(
             "inactivity timeout",
-            l.value("inactivity_timeout", args.inactivity_timeout)?
+            l.value("inactivity_timeout", args.engine.inactivity_timeout)?
                 .unwrap_or(900.0),
         )?;
         let max_line_bytes = l
-            .value("max_line_bytes", args.max_line_bytes)?
+            .value("max_line_bytes", args.engine.max_line_bytes)?
             .unwrap_or(DEFAULT_MAX_LINE);
         let max_body_bytes = l
             .value("max_body_bytes", args.max_body_bytes)?
@@ -214,9 +227,9 @@ impl DaemonConfig {
             ));
         }
         let store = l
-            .value::<String>("store", args.store.clone())?
+            .value::<String>("store", args.engine.store.clone())?
             .unwrap_or_else(|| "sqlite".to_owned());
-        let allow_loader_env = l.switch("allow_loader_env", args.allow_loader_env)?;
+        let allow_loader_env = l.switch("allow_loader_env", args.engine.allow_loader_env)?;
         let max_connections = l.value("max_connections", args.max_connections)?;
         if max_connections == Some(0) {
             return Err(ConfigError("max connections must be at least 1".into()));
@@ -244,9 +257,9 @@ impl DaemonConfig {
                 .unwrap_or(10.0),
         )?
         .unwrap_or(Duration::from_secs(10));
-        let warm_start = !l.switch("no_warm_start", args.no_warm_start)?;
+        let warm_start = !l.switch("no_warm_start", args.engine.no_warm_start)?;
         let permission_mode = l
-            .value::<String>("permission_mode", args.permission_mode.clone())?
+            .value::<String>("permission_mode", args.engine.permission_mode.clone())?
             .unwrap_or_else(|| "bypass".to_owned());
         if !crate::session::PERMISSION_MODES.contains(&permission_mode.as_str()) {
             return Err(ConfigError(format!(
@@ -256,16 +269,16 @@ impl DaemonConfig {
         }
         let permission_timeout = positive_seconds(
             "permission timeout",
-            l.value("permission_timeout", args.permission_timeout)?
+            l.value("permission_timeout", args.engine.permission_timeout)?
                 .unwrap_or(600.0),
         )?
         .unwrap_or(Duration::from_secs(600));
         let max_session_credits =
-            l.value::<f64>("max_session_credits", args.max_session_credits)?;
+            l.value::<f64>("max_session_credits", args.engine.max_session_credits)?;
         if max_session_credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
             return Err(ConfigError("max session credits must be ≥ 0".into()));
         }
-        let retention = match l.value::<f64>("retention_days", args.retention_days)? {
+        let retention = match l.value::<f64>("retention_days", args.engine.retention_days)? {
             None => None,
             Some(d) if d.is_finite() && d > 0.0 && d <= 100.0 * 365.0 => {
                 Some(Duration::from_secs_f64(d * 86_400.0))
@@ -307,7 +320,11 @@ impl DaemonConfig {
                 .unwrap_or(crate::ws::DEFAULT_QUESTION_TIMEOUT_SECS),
         )?
         .unwrap_or(Duration::from_secs(60));
+        let webhooks = webhooks::resolve(&mut l, &args.webhooks)?;
+        let metrics_no_auth = webhooks::metrics_no_auth(&mut l, &args.webhooks)?;
         Ok(DaemonConfig {
+            webhooks,
+            metrics_no_auth,
             ws_heartbeat_timeout,
             ws_default_agent,
             ws_max_frame_bytes,

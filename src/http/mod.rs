@@ -9,12 +9,14 @@ mod auth;
 mod events;
 mod extract;
 mod guard;
+mod metrics;
 mod openapi;
 mod problem;
 mod questions;
 mod serve;
 mod sessions;
 mod ui;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -46,6 +48,8 @@ pub struct AppState {
     pub keep_alive: std::time::Duration,
     /// The remote ACP servers (`/v1/acp`), for `GET /v1/agents`' `serverStatus`.
     pub acp_servers: Arc<crate::acp::remote::Servers>,
+    /// The engine's webhooks (`GET /v1/webhooks/deliveries`, `/metrics`).
+    pub webhooks: Option<Arc<crate::webhooks::Webhooks>>,
 }
 
 /// HTTP-level settings.
@@ -67,6 +71,10 @@ pub struct HttpOptions {
     /// The daemon's data directory: ACP servers (`/v1/acp`) keep their logs under it (`None`:
     /// a scratch directory of this process).
     pub data_dir: Option<std::path::PathBuf>,
+    /// The engine's webhooks, for `GET /v1/webhooks/deliveries`.
+    pub webhooks: Option<Arc<crate::webhooks::Webhooks>>,
+    /// `GET /metrics` without the token.
+    pub metrics_no_auth: bool,
 }
 
 /// `GET /v1/health`: `ok`, or `degraded` with the cause while the event log cannot be written
@@ -125,6 +133,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         manager,
         token: options.token.as_deref().map(Arc::from),
         keep_alive: options.sse_keep_alive,
+        webhooks: options.webhooks.clone(),
     };
     let s = "/v1/sessions/{id}";
     let acp_state = acp::AcpHttp {
@@ -134,8 +143,12 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         heartbeat_timeout: options.ws.heartbeat_timeout,
     };
     let acp = acp::routes(acp_state.clone()).merge(acp_ws::route(acp_state));
+    let open_metrics = Router::new()
+        .route("/metrics", get(metrics::serve_metrics))
+        .with_state(state.clone());
     let api = Router::new()
         .route("/v1/health", get(health))
+        .route("/v1/webhooks/deliveries", get(webhooks::list_deliveries))
         .route("/v1/openapi.json", get(openapi::openapi_json))
         .route("/v1/agents", get(agents::list_agents))
         .route("/v1/agents/{agent}/install", post(agents::install_agent))
@@ -174,7 +187,14 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
             "/v1/ws",
             crate::ws::route(state.manager.clone(), &options.ws),
         )
-        .merge(acp)
+        .merge(acp);
+    // Behind the token unless `--metrics-no-auth` (then merged below, after the token check).
+    let api = if options.metrics_no_auth {
+        api
+    } else {
+        api.route("/metrics", get(metrics::serve_metrics))
+    };
+    let api = api
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(options.max_body_bytes))
@@ -185,6 +205,11 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         .with_state(state)
         // The inspector's files need no token (the page asks for it); the guard still applies.
         .merge(ui::routes());
+    let api = if options.metrics_no_auth {
+        api.merge(open_metrics)
+    } else {
+        api
+    };
     let api = match cors(&options.cors_allow_origins) {
         Some(layer) => api.layer(layer),
         None => api,
@@ -196,6 +221,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         options.token.is_some(),
     );
     api.layer(axum::middleware::from_fn_with_state(browser, guard::guard))
+        .layer(axum::middleware::from_fn(metrics::count_requests))
 }
 
 /// CORS for the configured origins; closed (no layer) when there are none.

@@ -14,7 +14,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::auth::OPEN_PATHS;
 use super::problem::Problem;
-use super::{acp, agents, events, questions, sessions};
+use super::{acp, agents, events, questions, sessions, webhooks};
 use crate::session::SessionInfo;
 use crate::universal::UniversalEvent;
 
@@ -32,12 +32,13 @@ use crate::universal::UniversalEvent;
         events::poll_events, events::sse_events, events::transcript,
         questions::reply, questions::reject, questions::permission_reply,
         acp::list_servers, acp::post_envelope, acp::stream_envelopes, acp::delete_server,
+        webhooks::list_deliveries,
         openapi_json,
     ),
     components(schemas(Problem, super::Health, UniversalEvent, SessionInfo, agents::AgentInfo)),
     modifiers(&Conventions),
     tags((name = "agents"), (name = "sessions"), (name = "events"), (name = "questions"),
-        (name = "acp"))
+        (name = "acp"), (name = "webhooks"))
 )]
 pub struct ApiDoc;
 

@@ -16,6 +16,7 @@ use super::command::{Command, Mailbox};
 use super::context::SessionContext;
 use super::info::{EndState, SessionStatus};
 use super::message::UserMessage;
+use super::observe::PendingShare;
 use super::queue::MessageQueue;
 use super::record::{now_ms, to_record, RecordOf, Shared};
 use super::turn::StopReason;
@@ -69,6 +70,8 @@ pub(crate) struct Actor {
     /// the log, nothing more is appended until the session is resynchronised from the log
     /// ([`Actor::resync`]).
     pub(super) store_failure: Option<String>,
+    /// This session's share of the pending-questions/permissions gauges (`observe.rs`).
+    pending: PendingShare,
 }
 
 impl Actor {
@@ -102,6 +105,7 @@ impl Actor {
             waiting: Vec::new(),
             exit: false,
             store_failure: None,
+            pending: PendingShare::default(),
         }
     }
 
@@ -162,7 +166,8 @@ impl Actor {
         let store = self.ctx.store.clone();
         let id = self.id.to_string();
         let me = self.ctx.engine_id.clone();
-        let released = tokio::task::spawn_blocking(move || store.coordination().claim(&id, &me, "")).await;
+        let released =
+            tokio::task::spawn_blocking(move || store.coordination().claim(&id, &me, "")).await;
         match released {
             Ok(Ok(_)) => self.owned.store(false, Ordering::SeqCst),
             Ok(Err(error)) => {
@@ -215,6 +220,7 @@ impl Actor {
         }
         let time: Arc<str> = format_time(time::OffsetDateTime::now_utc()).into();
         let native = self.converter.native_session_id();
+        let batch = self.drafts.len() as u64;
         {
             // Before the append: the writer thread may commit these events (and a reader act
             // on a `turn.ended` among them) before this task runs again, and whoever then
@@ -248,6 +254,11 @@ impl Actor {
             self.set_status(SessionStatus::Failed);
             return false;
         }
+        crate::metrics::metrics().events_appended.inc_by(batch);
+        self.pending.update(
+            self.converter.pending_question_count(),
+            self.converter.pending_permission_count(),
+        );
         true
     }
 

@@ -137,6 +137,9 @@ impl SessionManager {
         created_at: u64,
         origin: Origin,
     ) -> Arc<Handle> {
+        // Before its actor records anything (`session.started`, a recovered turn's end): the
+        // session's own webhooks may want it.
+        crate::webhooks::route_session(&*self.ctx.store, id, &settings.webhooks);
         let shared = Shared::new(live);
         let (tx, rx) = mpsc::channel(MAILBOX);
         let queued = QueueCount::default();

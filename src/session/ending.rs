@@ -56,6 +56,8 @@ impl SessionManager {
         if sessions.get(id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
             sessions.remove(id);
         }
+        drop(sessions);
+        crate::webhooks::route_session(&*self.ctx.store, id, &[]);
         tracing::info!(session = %id, "session deleted");
         Ok(())
     }

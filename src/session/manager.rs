@@ -188,7 +188,10 @@ impl SessionManager {
                 return Some(info_of(&h));
             }
         }
-        info_of_record(record, self.ctx.store.last_sequence(&record.session_id).ok())
+        info_of_record(
+            record,
+            self.ctx.store.last_sequence(&record.session_id).ok(),
+        )
     }
 
     /// Every session, newest first.
@@ -224,13 +227,17 @@ impl SessionManager {
         owner: Option<&str>,
     ) -> Result<(Vec<SessionInfo>, Option<String>), SessionError> {
         let before = cursor.map(parse_cursor).transpose()?;
-        let records = self.ctx.store.coordination().query_sessions(&SessionQuery {
-            // One more than asked: whether a next page exists.
-            limit: limit.saturating_add(1),
-            before,
-            statuses: statuses.iter().map(|s| s.as_str().to_owned()).collect(),
-            owner: owner.map(str::to_owned),
-        })?;
+        let records = self
+            .ctx
+            .store
+            .coordination()
+            .query_sessions(&SessionQuery {
+                // One more than asked: whether a next page exists.
+                limit: limit.saturating_add(1),
+                before,
+                statuses: statuses.iter().map(|s| s.as_str().to_owned()).collect(),
+                owner: owner.map(str::to_owned),
+            })?;
         let more = records.len() > limit;
         let page: Vec<&SessionRecord> = records.iter().take(limit).collect();
         let next = match (more, page.last()) {
@@ -268,20 +275,31 @@ impl SessionManager {
 
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        if let Ok(h) = self.handle(id) {
-            if h.serving() {
-                return Ok(info_of(&h));
+        let mut info = match self.handle(id) {
+            Ok(h) if h.serving() => info_of(&h),
+            _ => {
+                let record = self
+                    .ctx
+                    .store
+                    .coordination()
+                    .load_session(id)?
+                    .ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
+                self.info_of_record(&record).ok_or_else(|| {
+                    SessionError::InvalidRequest(format!(
+                        "the stored settings of session `{id}` are unusable"
+                    ))
+                })?
+            }
+        };
+        // While the log cannot be written, what it holds: events stamped but refused (their
+        // sequences are given again later) are not counted. (Otherwise an event is counted
+        // from its append, a moment before its commit.)
+        if self.store_trouble().is_some() {
+            if let Ok(stored) = self.ctx.store.last_sequence(id) {
+                info.event_count = info.event_count.min(stored);
             }
         }
-        let record = self
-            .ctx
-            .store
-            .coordination()
-            .load_session(id)?
-            .ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
-        self.info_of_record(&record).ok_or_else(|| {
-            SessionError::InvalidRequest(format!("the stored settings of session `{id}` are unusable"))
-        })
+        Ok(info)
     }
 
     /// Hands a command to the session's actor, waiting while its mailbox is full.
@@ -476,7 +494,8 @@ impl SessionManager {
                 None => return Ok(()),
                 Some(Route::Local(handle, routing)) => {
                     let (reply, rx) = oneshot::channel();
-                    self.send(&handle, Command::Cancel { queued, reply }).await?;
+                    self.send(&handle, Command::Cancel { queued, reply })
+                        .await?;
                     drop(routing);
                     let _ = rx.await;
                     return Ok(());

@@ -14,6 +14,7 @@ mod inbox;
 mod info;
 mod manager;
 mod message;
+pub mod observe;
 mod owner;
 mod queue;
 mod record;

@@ -85,15 +85,15 @@ impl SessionManager {
             }
             let record = self.load(id).await?;
             let me = self.engine_id().to_owned();
-            if record.owner != me && !record.owner.is_empty() && self.alive(&record.owner).await
-            {
+            if record.owner != me && !record.owner.is_empty() && self.alive(&record.owner).await {
                 return Ok(Route::Remote(record.owner));
             }
             if record.owner != me && !self.claim(id, &record.owner, &me).await? {
                 // Another engine took it first: route again.
                 continue;
             }
-            let dead = (!record.owner.is_empty() && record.owner != me).then_some(record.owner.as_str());
+            let dead =
+                (!record.owner.is_empty() && record.owner != me).then_some(record.owner.as_str());
             let handle = self.adopt(&record, dead).await?;
             let routing = handle.routing.clone().lock_owned().await;
             if handle.serving() {
@@ -109,7 +109,9 @@ impl SessionManager {
             return Ok(Some(route));
         }
         let record = self.load(id).await?;
-        if !record.owner.is_empty() && record.owner != self.engine_id() && self.alive(&record.owner).await
+        if !record.owner.is_empty()
+            && record.owner != self.engine_id()
+            && self.alive(&record.owner).await
         {
             return Ok(Some(Route::Remote(record.owner)));
         }
@@ -172,14 +174,18 @@ impl SessionManager {
             self.stop_actor(&h).await;
         }
         let restored = from_record(record, Some(last)).ok_or_else(|| {
-            SessionError::InvalidRequest(format!("the stored settings of session `{id}` are unusable"))
+            SessionError::InvalidRequest(format!(
+                "the stored settings of session `{id}` are unusable"
+            ))
         })?;
         let running = match dead {
             Some(_) => restored.running,
             None => None,
         };
         let why = match dead {
-            Some(engine) => format!("the engine running this turn ({engine}) stopped; another took the session over"),
+            Some(engine) => format!(
+                "the engine running this turn ({engine}) stopped; another took the session over"
+            ),
             None => "the daemon stopped during this turn and was restarted".to_owned(),
         };
         if dead.is_some() {
@@ -206,7 +212,11 @@ impl SessionManager {
     /// Stops a local actor (stale, or replaced).
     pub(super) async fn stop_actor(&self, h: &Handle) {
         let (reply, rx) = tokio::sync::oneshot::channel();
-        if h.tx.send(super::command::Command::Shutdown { reply }).await.is_ok() {
+        if h.tx
+            .send(super::command::Command::Shutdown { reply })
+            .await
+            .is_ok()
+        {
             let _ = rx.await;
         }
         let task = h.task.lock_unpoisoned().take();
@@ -257,7 +267,10 @@ impl SessionManager {
                 if let Some(manager) = manager.upgrade() {
                     let recovered = manager.reap().await;
                     if recovered > 0 {
-                        tracing::info!(sessions = recovered, "recovered the sessions of stopped engines");
+                        tracing::info!(
+                            sessions = recovered,
+                            "recovered the sessions of stopped engines"
+                        );
                     }
                 }
                 loop {
@@ -300,7 +313,14 @@ impl SessionManager {
     /// many sessions it recovered.
     async fn reap(self: &Arc<Self>) -> usize {
         let store = self.ctx.store.clone();
-        let (engines, owned) = match blocking(move || Ok((store.coordination().engines()?, store.coordination().owned_sessions()?))).await {
+        let (engines, owned) = match blocking(move || {
+            Ok((
+                store.coordination().engines()?,
+                store.coordination().owned_sessions()?,
+            ))
+        })
+        .await
+        {
             Ok(found) => found,
             Err(error) => {
                 tracing::warn!(%error, "cannot look for the sessions of stopped engines");
@@ -310,7 +330,8 @@ impl SessionManager {
         let me = self.engine_id().to_owned();
         self.others
             .store(engines.iter().any(|e| e.engine_id != me), Ordering::Relaxed);
-        let mut alive: HashMap<String, bool> = engines.into_iter().map(|e| (e.engine_id, true)).collect();
+        let mut alive: HashMap<String, bool> =
+            engines.into_iter().map(|e| (e.engine_id, true)).collect();
         let mut recovered = 0;
         for (id, owner) in owned {
             if owner == me {

@@ -32,6 +32,7 @@ impl Actor {
         let summary = self.summarize_log().await;
         self.restore_from(&summary);
         self.drafts.extend(summary.interrupted_turn(why));
+        super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
         self.flush().await;
         self.persist(None);
     }
@@ -95,6 +96,7 @@ impl Actor {
                     },
                 )));
         }
+        super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
         if !self.flush().await {
             return;
         }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::SessionError;
 use crate::agent::{is_loader_variable, AgentKind};
 use crate::universal::{EventData, EventDraft, SessionMetadata, SessionStartedData};
+use crate::webhooks::{SessionWebhook, SessionWebhookPolicy, SessionWebhookSpec};
 
 /// Agent modes both agents accept (`docs/http-api.md`): `build` is the default.
 pub const AGENT_MODES: &[&str] = &["build", "free", "max", "plan"];
@@ -32,6 +33,8 @@ pub struct CreatePolicy {
     /// Directories no session may work in or under (canonical paths), each with what it is
     /// ("the daemon's data directory"): an agent there could edit the daemon itself.
     pub protected: Vec<(PathBuf, &'static str)>,
+    /// Whether and where sessions may name webhooks of their own.
+    pub webhooks: SessionWebhookPolicy,
 }
 
 impl CreatePolicy {
@@ -43,6 +46,7 @@ impl CreatePolicy {
             default_permission_mode: "bypass".to_owned(),
             default_max_credits: None,
             protected: Vec::new(),
+            webhooks: SessionWebhookPolicy::default(),
         }
     }
 
@@ -121,6 +125,10 @@ pub struct CreateRequest {
     /// `budget_exhausted`) once it has, and a turn that reaches it mid-way is stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_credits: Option<f64>,
+    /// (ours) Endpoints that get this session's events, signed with the daemon's secret
+    /// (`docs/webhooks.md`); refused unless the daemon runs with `--allow-session-webhooks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<SessionWebhookSpec>,
 }
 
 /// The validated settings of a session.
@@ -140,6 +148,8 @@ pub struct SessionSettings {
     pub api_key: Option<String>,
     /// The credits the session may spend; none = no budget.
     pub max_credits: Option<f64>,
+    /// The session's own webhook endpoints, checked.
+    pub webhooks: Vec<SessionWebhook>,
 }
 
 impl std::fmt::Debug for SessionSettings {
@@ -185,6 +195,10 @@ impl SessionSettings {
         }
         let agent = AgentKind::parse(&req.agent)
             .ok_or_else(|| SessionError::UnsupportedAgent(req.agent.clone()))?;
+        let webhooks = policy
+            .webhooks
+            .check(&req.webhooks)
+            .map_err(SessionError::InvalidRequest)?;
         let agent_mode = req.agent_mode.unwrap_or_else(|| "build".to_owned());
         validate_agent_mode(&agent_mode)?;
         let permission_mode = req
@@ -270,6 +284,7 @@ impl SessionSettings {
             env: req.env.into_iter().collect(),
             api_key: req.api_key.filter(|k| !k.trim().is_empty()),
             max_credits,
+            webhooks,
         })
     }
 
@@ -288,6 +303,7 @@ impl SessionSettings {
             env: Vec::new(),
             api_key: None,
             max_credits: None,
+            webhooks: Vec::new(),
         }
     }
 
@@ -305,6 +321,7 @@ impl SessionSettings {
             "timeoutSeconds": self.turn_timeout.map(|t| t.as_secs_f64()),
             "env": self.env.iter().cloned().collect::<BTreeMap<String, String>>(),
             "maxCredits": self.max_credits,
+            "webhooks": self.webhooks.iter().map(SessionWebhook::to_spec).collect::<Vec<_>>(),
         })
     }
 
@@ -338,6 +355,12 @@ impl SessionSettings {
                 .get("maxCredits")
                 .and_then(|c| c.as_f64())
                 .filter(|c| c.is_finite() && *c >= 0.0),
+            // Checked when the session was created; the URL and types only are kept.
+            webhooks: v
+                .get("webhooks")
+                .and_then(|w| serde_json::from_value::<Vec<SessionWebhookSpec>>(w.clone()).ok())
+                .map(|specs| SessionWebhook::restore(&specs))
+                .unwrap_or_default(),
         })
     }
 

@@ -282,6 +282,7 @@ impl Actor {
             let _ = tx.send(Ok(first));
         }
 
+        let started = Instant::now();
         let mut driver = TurnDriver::new(self.ctx.agents.max_line_bytes);
         let (outcome, stop) = match self.start_agent(&queued.message) {
             Ok(process) => {
@@ -352,6 +353,12 @@ impl Actor {
                     details: None,
                 })));
         }
+        super::observe::turn_ended(
+            &self.id,
+            self.settings.agent,
+            Some(started.into_std()),
+            &self.drafts,
+        );
         self.flush().await;
         match stop {
             Some(StopReason::Terminated) => self.end_session_terminated().await,

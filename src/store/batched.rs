@@ -19,11 +19,12 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
 
-use super::tail::SessionLog;
-use super::writer::{BatchWriter, EventsReply, Op, Writer};
 use super::coordination::{
     Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery,
 };
+use super::outbox::{Outbox, OutboxRoutes};
+use super::tail::SessionLog;
+use super::writer::{BatchWriter, EventsReply, Op, Writer};
 use super::{Appended, Durable, EventStore, SessionRecord, StoreError, StoredEvent};
 use crate::sync::RwLockExt;
 use crate::universal::EventDraft;
@@ -97,6 +98,8 @@ pub struct DurableStore {
     shared: Box<dyn Coordination>,
     /// The engine registered through this store (it appends to the sessions it claims).
     me: RwLock<Option<String>>,
+    /// The outbox the writer fills (with the events) and the dispatcher claims from.
+    outbox: Option<Box<dyn Outbox>>,
     // Last, so dropping the store commits what is queued after everything else is gone.
     writer: Writer,
 }
@@ -106,6 +109,7 @@ pub(crate) type BatchedStore = DurableStore;
 
 impl BatchedStore {
     /// Starts the writer thread (named `thread_name`) and serves reads from `reader`.
+    #[cfg(test)]
     pub(crate) fn start(
         thread_name: &str,
         reader: Box<dyn StoreReader>,
@@ -114,13 +118,31 @@ impl BatchedStore {
         logs: Logs,
         shared: Box<dyn Coordination>,
     ) -> Result<Self, StoreError> {
+        Self::start_with_outbox(thread_name, reader, writer, None, options, logs, shared)
+    }
+
+    /// [`BatchedStore::start`] with an outbox: the writer adds its rows to the batches whose
+    /// events its routes want.
+    pub(crate) fn start_with_outbox(
+        thread_name: &str,
+        reader: Box<dyn StoreReader>,
+        writer: Box<dyn BatchWriter>,
+        outbox: Option<Box<dyn Outbox>>,
+        options: StoreOptions,
+        logs: Logs,
+        shared: Box<dyn Coordination>,
+    ) -> Result<Self, StoreError> {
+        let routes = outbox
+            .as_ref()
+            .map_or_else(|| Arc::new(OutboxRoutes::default()), |o| o.routes().clone());
         Ok(BatchedStore {
             reader,
             logs,
             shared,
             me: RwLock::new(None),
-            writer: Writer::spawn(thread_name, writer, options.max_pending_events)?,
+            writer: Writer::spawn(thread_name, writer, options.max_pending_events, routes)?,
             options,
+            outbox,
         })
     }
 
@@ -404,8 +426,11 @@ impl EventStore for BatchedStore {
     fn health(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
         Some(self.writer.health())
     }
-}
 
+    fn outbox(&self) -> Option<&dyn Outbox> {
+        self.outbox.as_deref()
+    }
+}
 
 impl Coordination for DurableStore {
     fn register(&self, engine: &EngineEntry) -> Result<Box<dyn Lease>, StoreError> {
@@ -555,6 +580,7 @@ mod tests {
                         events.retain(|(id, _), _| id != session_id);
                         records.remove(*session_id).is_some()
                     }
+                    Write::Outbox(_) => true,
                 })
                 .collect())
         }

@@ -8,6 +8,8 @@ use tokio::sync::watch;
 use super::coordination::{
     Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery,
 };
+use super::memory_outbox::MemoryOutbox;
+use super::outbox::{now_ms, Outbox};
 use super::{EventStore, SessionRecord, StoreError, StoredEvent};
 use crate::sync::{LockExt, RwLockExt};
 use crate::universal::EventDraft;
@@ -29,6 +31,7 @@ pub struct MemoryStore {
     engines: Arc<Mutex<Vec<EngineEntry>>>,
     inbox: Mutex<InboxRows>,
     changes: watch::Sender<u64>,
+    outbox: MemoryOutbox,
 }
 
 /// The inbox's rows: (session id, body, state).
@@ -161,6 +164,11 @@ impl EventStore for MemoryStore {
         let first = log.events.read_unpoisoned().len() as u64 + 1;
         let stored =
             StoredEvent::stamp_all(drafts, first, &time, &log.session_id, native_session_id);
+        let mut rows = Vec::new();
+        self.outbox
+            .routes()
+            .rows_for(&log.session_id, &stored, now_ms(), &mut rows);
+        self.outbox.insert(rows);
         let last = {
             let mut events = log.events.write_unpoisoned();
             events.extend(stored);
@@ -189,6 +197,10 @@ impl EventStore for MemoryStore {
 
     fn subscribe(&self, session_id: &str) -> Result<watch::Receiver<u64>, StoreError> {
         Ok(self.log(session_id)?.last.subscribe())
+    }
+
+    fn outbox(&self) -> Option<&dyn Outbox> {
+        Some(&self.outbox)
     }
 }
 
@@ -264,9 +276,10 @@ impl Coordination for MemoryStore {
             let mut inbox = self.inbox.lock_unpoisoned();
             inbox.next += 1;
             let id = inbox.next;
-            inbox
-                .rows
-                .insert(id, (session_id.to_owned(), body.clone(), InboxState::Pending));
+            inbox.rows.insert(
+                id,
+                (session_id.to_owned(), body.clone(), InboxState::Pending),
+            );
             id
         };
         self.changed();

@@ -8,7 +8,10 @@
 mod batched;
 mod coordination;
 mod memory;
+mod memory_outbox;
+pub mod outbox;
 mod postgres;
+mod postgres_outbox;
 mod postgres_shared;
 mod row;
 mod sqlite;
@@ -25,9 +28,7 @@ use tokio::sync::watch;
 use crate::universal::EventDraft;
 
 pub use batched::{DurableStore, StoreOptions};
-pub use coordination::{
-    Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery,
-};
+pub use coordination::{Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -200,6 +201,12 @@ pub trait EventStore: Send + Sync + 'static {
     /// `None` while it writes, else why it cannot (it is then *degraded*: appends and creates
     /// are refused with [`StoreError::Unavailable`] until it writes again, by itself).
     fn health(&self) -> Option<watch::Receiver<Option<Arc<str>>>> {
+        None
+    }
+
+    /// The store's outbox (`store/outbox.rs`): rows written with the events they are about,
+    /// for the webhook dispatcher. `None` for a store that keeps none.
+    fn outbox(&self) -> Option<&dyn outbox::Outbox> {
         None
     }
 }

@@ -13,7 +13,6 @@
 //! thread ([`super::writer`]) and a small pool of reader threads that callers hand their
 //! queries to. Connections are plain TCP (no TLS): use a loopback or private network.
 
-use crate::sync::LockExt;
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
@@ -23,14 +22,18 @@ use std::time::Duration;
 use postgres::{Client, NoTls, Statement};
 
 use super::batched::{BatchedStore, DurableStore, Logs, StoreOptions, StoreReader};
+use super::postgres_outbox::{self, PgOutbox};
 use super::postgres_shared::{PgShared, CHANNEL};
 use super::row::{decode_settings, running_process, to_u64, EventRow, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
+use crate::sync::LockExt;
 
 /// The schema version this build writes (table `codebuffd_schema`): 1 the first schema, 2 added
-/// `sessions.owner`, 3 dropped `sessions.next_item` (written, never read).
-const SCHEMA_VERSION: i32 = 4;
+/// `sessions.owner`, 3 dropped `sessions.next_item` (written, never read), 4 added the webhook
+/// outbox (`postgres_outbox.rs`), 5 the engines of a fleet and the inbox
+/// (`postgres_shared.rs`).
+const SCHEMA_VERSION: i32 = 5;
 /// Reader threads (each with its own connection).
 const READERS: usize = 2;
 /// How long connecting may take unless the URL says otherwise.
@@ -76,9 +79,9 @@ const MIGRATE_V2: &str = "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DE
 /// Version 2 → 3: `next_item` goes (a restored session's ids go on after its log's last).
 const MIGRATE_V3: &str = "ALTER TABLE sessions DROP COLUMN next_item";
 
-/// Version 3 → 4: the engines of the fleet (leases by heartbeat), the inbox of requests for
+/// Version 4 → 5: the engines of the fleet (leases by heartbeat), the inbox of requests for
 /// sessions' owners, and an index of owned sessions (`owner` names an engine, `''` when idle).
-const MIGRATE_V4: &str = "
+const MIGRATE_V5: &str = "
 CREATE TABLE engines (
     engine_id    TEXT PRIMARY KEY,
     instance_id  TEXT NOT NULL,
@@ -174,12 +177,14 @@ impl PostgresStore {
             })
         })?;
         let readers = PgReaders::start(&config, &target)?;
+        let outbox = PgOutbox::start(&config, &target)?;
         let logs: Logs = Default::default();
         let shared = PgShared::open(config, target, options.lease, logs.clone())?;
-        let store = BatchedStore::start(
+        let store = BatchedStore::start_with_outbox(
             "codebuffd-postgres-writer",
             Box::new(readers),
             Box::new(PgWriter { conn }),
+            Some(Box::new(outbox)),
             options,
             logs,
             Box::new(shared),
@@ -235,8 +240,13 @@ fn migrate(client: &mut Client) -> Result<(), String> {
         upgraded = 3;
     }
     if upgraded == 3 {
-        tx.batch_execute(MIGRATE_V4).map_err(|e| pg_error(&e))?;
+        tx.batch_execute(postgres_outbox::MIGRATE_V4)
+            .map_err(|e| pg_error(&e))?;
         upgraded = 4;
+    }
+    if upgraded == 4 {
+        tx.batch_execute(MIGRATE_V5).map_err(|e| pg_error(&e))?;
+        upgraded = 5;
     }
     if upgraded != SCHEMA_VERSION {
         return Err(format!("its schema version {upgraded} is unknown"));
@@ -289,7 +299,10 @@ impl PgConn {
     }
 
     /// A statement prepared once per connection.
-    fn prepared(&mut self, sql: &'static str) -> Result<(&mut Client, Statement), StoreError> {
+    pub(super) fn prepared(
+        &mut self,
+        sql: &'static str,
+    ) -> Result<(&mut Client, Statement), StoreError> {
         self.client()?;
         let client = self
             .client
@@ -309,7 +322,7 @@ impl PgConn {
 
 /// Postgres rejects NUL in text: such characters (only ever in agent-provided messages) are
 /// replaced.
-fn text(s: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn text(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains('\0') {
         s.replace('\0', "\u{fffd}").into()
     } else {
@@ -345,6 +358,10 @@ impl PgWriter {
                     for stored in events.iter() {
                         rows.push(session_id, stored)?;
                     }
+                    true
+                }
+                Write::Outbox(new) => {
+                    postgres_outbox::insert(&mut tx, new)?;
                     true
                 }
                 Write::Delete(session_id) => {
@@ -474,21 +491,31 @@ fn execute_record(
 type Job = Box<dyn FnOnce(&mut PgConn) + Send>;
 
 /// Reader threads, each with its own connection, taking queries from one queue.
-struct PgReaders {
+pub(super) struct PgReaders {
     jobs: Option<Sender<Job>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl PgReaders {
     fn start(config: &postgres::Config, target: &str) -> Result<Self, StoreError> {
+        Self::start_named(config, target, READERS, "reader")
+    }
+
+    /// `count` threads named `codebuffd-postgres-<name>-<n>`, each with its own connection.
+    pub(super) fn start_named(
+        config: &postgres::Config,
+        target: &str,
+        count: usize,
+        name: &str,
+    ) -> Result<Self, StoreError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
-        let mut threads = Vec::with_capacity(READERS);
-        for n in 0..READERS {
+        let mut threads = Vec::with_capacity(count);
+        for n in 0..count {
             let mut conn = PgConn::new(config.clone(), target.to_owned());
             let queue = queue.clone();
             let thread = std::thread::Builder::new()
-                .name(format!("codebuffd-postgres-reader-{n}"))
+                .name(format!("codebuffd-postgres-{name}-{n}"))
                 .spawn(move || serve(&queue, &mut conn))
                 .map_err(|e| StoreError::Backend(format!("cannot start a Postgres reader: {e}")))?;
             threads.push(thread);
@@ -500,7 +527,7 @@ impl PgReaders {
     }
 
     /// Runs `query` on a reader thread and waits for its answer.
-    fn call<T: Send + 'static>(
+    pub(super) fn call<T: Send + 'static>(
         &self,
         query: impl FnOnce(&mut PgConn) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {

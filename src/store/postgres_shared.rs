@@ -320,10 +320,19 @@ impl Coordination for PgShared {
     }
 
     fn owned_sessions(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let rows = self
-            .with(|c| c.query("SELECT session_id, owner FROM sessions WHERE owner <> ''", &[]))?;
+        let rows = self.with(|c| {
+            c.query(
+                "SELECT session_id, owner FROM sessions WHERE owner <> ''",
+                &[],
+            )
+        })?;
         rows.iter()
-            .map(|r| Ok((r.try_get(0).map_err(backend)?, r.try_get(1).map_err(backend)?)))
+            .map(|r| {
+                Ok((
+                    r.try_get(0).map_err(backend)?,
+                    r.try_get(1).map_err(backend)?,
+                ))
+            })
             .collect()
     }
 

@@ -8,7 +8,6 @@
 //!   once committed), but never past an uncommitted `turn.ended` or `session.ended` (see
 //!   [`super::batched`]).
 
-use crate::sync::LockExt;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -16,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::StoredEvent;
+use crate::sync::LockExt;
 
 /// How many capacities of committed events the tail may hold for readers behind it.
 const READERS_KEPT: u64 = 2;

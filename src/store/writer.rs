@@ -12,7 +12,6 @@
 //! probe commits, the store is healthy again. [`Writer::health`] says which it is. Only a
 //! writer thread that died (a panic) fails the store for good.
 
-use crate::sync::{unpoisoned, LockExt};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
@@ -20,8 +19,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::outbox::{now_ms, NewOutboxRow, OutboxRoutes};
 use super::tail::SessionLog;
 use super::{SessionRecord, StoreError, StoredEvent};
+use crate::sync::{unpoisoned, LockExt};
 
 /// The most operations one transaction takes.
 const MAX_BATCH_OPS: usize = 1024;
@@ -57,6 +58,8 @@ pub(crate) enum Write<'a> {
     },
     /// Remove a session's record and events; its flag says whether there was one.
     Delete(&'a str),
+    /// Insert outbox rows about events of the same batch (`store/outbox.rs`); always last.
+    Outbox(&'a [NewOutboxRow]),
 }
 
 /// The database side of the writer thread.
@@ -66,7 +69,9 @@ pub(crate) trait BatchWriter: Send + 'static {
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError>;
 
     /// Checks that the database takes writes again (a degraded store calls it until it
-    /// succeeds): by default an empty transaction.
+    /// succeeds, before it writes anything else): by default an empty transaction; a store
+    /// whose empty transaction writes nothing (SQLite) writes real data, so that a disk still
+    /// full keeps the store degraded.
     fn probe(&mut self) -> Result<(), StoreError> {
         self.commit(&[]).map(|_| ())
     }
@@ -247,6 +252,7 @@ impl Writer {
         name: &str,
         backend: Box<dyn BatchWriter>,
         max_pending: usize,
+        routes: Arc<OutboxRoutes>,
     ) -> Result<Self, StoreError> {
         let shared = Arc::new(Shared {
             pending: Mutex::new(0),
@@ -265,7 +271,7 @@ impl Writer {
                 let shared = shared.clone();
                 move || {
                     let stopped = Stopped(shared);
-                    run(backend, rx, &stopped.0);
+                    run(backend, rx, &stopped.0, &routes);
                 }
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store's writer: {e}")))?;
@@ -387,7 +393,12 @@ fn failed(why: &str) -> StoreError {
 /// The writer thread: take everything queued (up to a cap, waiting up to [`GROUP_COMMIT`]
 /// after the last commit for more unless somebody waits), commit it, report, repeat; when a
 /// batch cannot be committed, serve degraded until the database takes writes again.
-fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
+fn run(
+    mut backend: Box<dyn BatchWriter>,
+    rx: Receiver<Op>,
+    shared: &Shared,
+    routes: &OutboxRoutes,
+) {
     let mut last_commit = Instant::now() - GROUP_COMMIT;
     // Logs whose tail was far over its bound at a commit: trimmed once nothing is queued.
     let mut overfull: Vec<Arc<SessionLog>> = Vec::new();
@@ -420,8 +431,19 @@ fn run(mut backend: Box<dyn BatchWriter>, rx: Receiver<Op>, shared: &Shared) {
             &mut HashMap::new(),
             "the event log failed before these events were written",
         );
-        match commit_with_retries(backend.as_mut(), &ops) {
-            Ok(flags) => committed(ops, flags, &mut overfull),
+        let outbox = outbox_rows(routes, &ops);
+        let started = Instant::now();
+        let result = commit_with_retries(backend.as_mut(), &ops, &outbox);
+        crate::metrics::metrics()
+            .store_commit_seconds
+            .observe(started.elapsed().as_secs_f64());
+        match result {
+            Ok(flags) => {
+                if !outbox.is_empty() {
+                    routes.notify();
+                }
+                committed(ops, flags, &mut overfull)
+            }
             Err(error) => {
                 shared.degrade(&error.to_string());
                 let mut deferred = HashMap::new();
@@ -507,13 +529,16 @@ fn degraded(
                 shared.release(events);
             }
             Err(RecvTimeoutError::Timeout) => {
+                // Healthy again only once a write of real data commits (the probe), then the
+                // kept records.
                 let records: Vec<&SessionRecord> = deferred.values().collect();
-                let result = if records.is_empty() {
-                    backend.probe()
-                } else {
+                let result = backend.probe().and_then(|()| {
+                    if records.is_empty() {
+                        return Ok(());
+                    }
                     let writes: Vec<Write<'_>> = records.iter().map(|r| Write::Put(r)).collect();
                     backend.commit(&writes).map(|_| ())
-                };
+                });
                 match result {
                     Ok(()) => {
                         shared.recover();
@@ -546,8 +571,32 @@ fn next_op(rx: &Receiver<Op>, overfull: &mut Vec<Arc<SessionLog>>) -> Option<Op>
     }
 }
 
-fn commit_with_retries(backend: &mut dyn BatchWriter, ops: &[Op]) -> Result<Vec<bool>, StoreError> {
-    let writes: Vec<Write<'_>> = ops.iter().filter_map(Op::write).collect();
+/// The outbox rows the routes want for a batch's events (none, at the cost of an atomic
+/// load, while nobody subscribes).
+fn outbox_rows(routes: &OutboxRoutes, ops: &[Op]) -> Vec<NewOutboxRow> {
+    let mut rows = Vec::new();
+    if !routes.active() {
+        return rows;
+    }
+    let mut now = None;
+    for op in ops {
+        if let Op::Events { log, events, .. } = op {
+            let now = *now.get_or_insert_with(now_ms);
+            routes.rows_for(&log.session_id, events, now, &mut rows);
+        }
+    }
+    rows
+}
+
+fn commit_with_retries(
+    backend: &mut dyn BatchWriter,
+    ops: &[Op],
+    outbox: &[NewOutboxRow],
+) -> Result<Vec<bool>, StoreError> {
+    let mut writes: Vec<Write<'_>> = ops.iter().filter_map(Op::write).collect();
+    if !outbox.is_empty() {
+        writes.push(Write::Outbox(outbox));
+    }
     if writes.is_empty() {
         return Ok(Vec::new());
     }

@@ -3,10 +3,10 @@
 //! (a server, editors, other terminals) work on it: they share one log.
 
 use super::error::ClientError;
+use super::format::Style;
 use super::local::Local;
 use super::paint::Paint;
 use super::remote::Remote;
-use super::render::Style;
 use super::settings::Settings;
 use super::transport::Transport;
 

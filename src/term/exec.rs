@@ -9,9 +9,10 @@ use std::path::Path;
 
 use super::args::{ExecArgs, OutputArgs};
 use super::error::ClientError;
+use super::format::Style;
 use super::paint::Paint;
 use super::prompts::{AnswerBook, Asker};
-use super::render::{Renderer, Style};
+use super::render::Renderer;
 use super::runner::{fail, resolve, run_with_client};
 use super::settings::Settings;
 use super::transport::Transport;

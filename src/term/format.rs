@@ -6,8 +6,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::render::Style;
 use crate::universal::{Cost, TurnStatus};
+
+/// How a line looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Plain,
+    Dim,
+    Tool,
+    Error,
+    Warn,
+    Ok,
+    Bold,
+}
 
 /// `text` on one line, at most `max` characters.
 pub fn one_line(text: &str, max: usize) -> String {

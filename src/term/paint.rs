@@ -3,7 +3,7 @@
 
 use owo_colors::OwoColorize;
 
-use super::render::Style;
+use super::format::Style;
 use super::settings::ColorChoice;
 
 /// Paints text in a style, or leaves it plain.

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::error::ClientError;
 use super::format::one_line;
-use super::render::Style;
+use super::format::Style;
 use super::view::View;
 use crate::session::PermissionReply;
 use crate::universal::{PermissionData, QuestionData, QuestionSpec};

@@ -4,23 +4,13 @@
 
 use std::collections::HashMap;
 
-use super::format::{diff_stats, failure_text, one_line, result_text, tool_preview, turn_summary};
+use super::format::{
+    diff_stats, failure_text, one_line, result_text, tool_preview, turn_summary, Style,
+};
 use crate::universal::{
     ContentPart, EventData, FileAction, Item, ItemKind, ItemRole, ItemStatus, PermissionStatus,
     QuestionStatus, UniversalEvent,
 };
-
-/// How a line looks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
-    Plain,
-    Dim,
-    Tool,
-    Error,
-    Warn,
-    Ok,
-    Bold,
-}
 
 /// One piece of output.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::args::{ClientArgs, SessionArgs};
-use crate::cli::ServerArgs;
-use crate::config::{known_keys, ConfigError, DaemonConfig, Layers, Source, DEPRECATED_KEYS};
+use crate::config::{
+    known_keys, ConfigError, DaemonConfig, EngineArgs, Layers, ServerArgs, Source, DEPRECATED_KEYS,
+};
 
 /// When to colour stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,8 +104,11 @@ impl Settings {
             return Err(ConfigError("the timeout must be ≥ 0 seconds".into()));
         }
         let engine_args = ServerArgs {
-            data_dir: client.data_dir.clone(),
-            config: client.config.clone(),
+            engine: EngineArgs {
+                data_dir: client.data_dir.clone(),
+                config: client.config.clone(),
+                ..EngineArgs::default()
+            },
             ..ServerArgs::default()
         };
         Ok(Settings {

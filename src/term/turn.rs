@@ -15,8 +15,9 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use super::error::{exit, ClientError};
 use super::format::closing_line;
+use super::format::Style;
 use super::prompts::{Asker, PermissionAnswer, QuestionReply};
-use super::render::{Piece, Renderer, Style};
+use super::render::{Piece, Renderer};
 use super::transport::{Events, Transport};
 use super::view::View;
 use crate::session::{TurnEnd, TurnTracker};

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::echo::EchoOff;
+use super::format::Style;
 use super::paint::Paint;
-use super::render::{Piece, Style};
+use super::render::Piece;
 use super::visible::visible;
 
 /// How often the spinner moves.

@@ -10,5 +10,7 @@ pub mod events;
 pub mod fake_backend;
 pub mod invariants;
 pub mod procs;
+pub mod receiver;
 pub mod sse;
+pub mod store;
 pub mod ws;

@@ -14,7 +14,6 @@
 //! The file is opened for each append and each read from it, never held: a daemon keeps many
 //! servers, and an idle one costs no file descriptor.
 
-use crate::sync::LockExt;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
@@ -22,6 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
+
+use crate::sync::LockExt;
 
 /// One file offset is kept per this many envelopes.
 pub const INDEX_EVERY: u64 = 256;

@@ -4,7 +4,6 @@
 //! Lines for another tool call and lines that do not parse are ignored (with a note on stderr);
 //! end of input and the question timeout count as a skip.
 
-use std::io::{self, BufRead};
 use std::time::{Duration, Instant};
 
 use super::stdin;
@@ -146,55 +145,6 @@ fn normalise_answer(answer: &Value) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-/// One line read from stdin.
-#[derive(Debug, PartialEq)]
-pub(super) enum Line {
-    /// The line's bytes, without the `\n`.
-    Text(Vec<u8>),
-    /// A line longer than the limit (its bytes were skipped).
-    TooLong,
-}
-
-/// Reads one line of at most `max` bytes; `None` at end of input. Never buffers more than `max`.
-pub(super) fn read_bounded_line(input: &mut impl BufRead, max: usize) -> io::Result<Option<Line>> {
-    let mut line = Vec::new();
-    let mut too_long = false;
-    let mut started = false;
-    loop {
-        let chunk = match input.fill_buf() {
-            Ok(chunk) => chunk,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if chunk.is_empty() {
-            return Ok(started.then(|| finished(line, too_long)));
-        }
-        started = true;
-        let newline = chunk.iter().position(|&b| b == b'\n');
-        let part = &chunk[..newline.unwrap_or(chunk.len())];
-        if !too_long && line.len() + part.len() > max {
-            too_long = true;
-            line = Vec::new();
-        }
-        if !too_long {
-            line.extend_from_slice(part);
-        }
-        let used = newline.map_or(chunk.len(), |i| i + 1);
-        input.consume(used);
-        if newline.is_some() {
-            return Ok(Some(finished(line, too_long)));
-        }
-    }
-}
-
-fn finished(line: Vec<u8>, too_long: bool) -> Line {
-    if too_long {
-        Line::TooLong
-    } else {
-        Line::Text(line)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,16 +256,5 @@ mod tests {
                 "{bad}"
             );
         }
-    }
-
-    #[test]
-    fn stdin_lines_are_bounded() {
-        let mut input = io::Cursor::new(b"short\nthis one is too long\n\nlast".to_vec());
-        let mut read = || read_bounded_line(&mut input, 8).unwrap();
-        assert_eq!(read(), Some(Line::Text(b"short".to_vec())));
-        assert_eq!(read(), Some(Line::TooLong));
-        assert_eq!(read(), Some(Line::Text(Vec::new())));
-        assert_eq!(read(), Some(Line::Text(b"last".to_vec())));
-        assert_eq!(read(), None);
     }
 }

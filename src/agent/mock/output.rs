@@ -6,7 +6,6 @@
 //! `finish` or an abort. [`Emitter`] is the scenario's side: it builds the event shapes of
 //! `docs/codebuff-events.md` §1 and flushes after each line.
 
-use crate::sync::LockExt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::os::fd::AsFd;
@@ -16,6 +15,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
+
+use crate::sync::LockExt;
 
 /// Bytes buffered before a write reaches the pipe (when lines are not flushed one by one).
 const BUFFER_BYTES: usize = 64 * 1024;

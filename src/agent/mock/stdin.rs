@@ -2,14 +2,13 @@
 //! lines (answers to questions, replies to permission requests) to whoever waits for one, so
 //! several waits in one run never compete for the stream.
 
-use crate::sync::LockExt;
-use std::io;
+use std::io::{self, BufRead};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock};
 use std::thread;
 use std::time::Instant;
 
-use super::ask::{read_bounded_line, Line};
+use crate::sync::LockExt;
 
 /// Longest stdin line considered; longer ones are ignored.
 const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -60,5 +59,70 @@ pub(super) fn next_line(deadline: Option<Instant>) -> Next {
             Err(RecvTimeoutError::Timeout) => return Next::TimedOut,
             Err(RecvTimeoutError::Disconnected) => return Next::Closed,
         }
+    }
+}
+
+/// One line read from stdin.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// The line's bytes, without the `\n`.
+    Text(Vec<u8>),
+    /// A line longer than the limit (its bytes were skipped).
+    TooLong,
+}
+
+/// Reads one line of at most `max` bytes; `None` at end of input. Never buffers more than `max`.
+fn read_bounded_line(input: &mut impl BufRead, max: usize) -> io::Result<Option<Line>> {
+    let mut line = Vec::new();
+    let mut too_long = false;
+    let mut started = false;
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(started.then(|| finished(line, too_long)));
+        }
+        started = true;
+        let newline = chunk.iter().position(|&b| b == b'\n');
+        let part = &chunk[..newline.unwrap_or(chunk.len())];
+        if !too_long && line.len() + part.len() > max {
+            too_long = true;
+            line = Vec::new();
+        }
+        if !too_long {
+            line.extend_from_slice(part);
+        }
+        let used = newline.map_or(chunk.len(), |i| i + 1);
+        input.consume(used);
+        if newline.is_some() {
+            return Ok(Some(finished(line, too_long)));
+        }
+    }
+}
+
+fn finished(line: Vec<u8>, too_long: bool) -> Line {
+    if too_long {
+        Line::TooLong
+    } else {
+        Line::Text(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stdin_lines_are_bounded() {
+        let mut input = io::Cursor::new(b"short\nthis one is too long\n\nlast".to_vec());
+        let mut read = || read_bounded_line(&mut input, 8).unwrap();
+        assert_eq!(read(), Some(Line::Text(b"short".to_vec())));
+        assert_eq!(read(), Some(Line::TooLong));
+        assert_eq!(read(), Some(Line::Text(Vec::new())));
+        assert_eq!(read(), Some(Line::Text(b"last".to_vec())));
+        assert_eq!(read(), None);
     }
 }

@@ -217,6 +217,8 @@ impl AgentProcess {
             finished: Arc::new(AtomicBool::new(false)),
         };
         let guard = GroupGuard(group.clone());
+        // Until the supervisor has reaped it (`supervisor.rs`).
+        crate::metrics::metrics().agent_processes.inc();
 
         let (tx, rx) = mpsc::channel(CHANNEL_BATCHES);
         let (eof_tx, eof_rx) = watch::channel(None);

@@ -73,6 +73,7 @@ pub(super) async fn supervise(mut sup: Supervisor) {
         tracing::warn!(pgid = %group.pgid, %error, "killing the agent's leftover processes failed");
     }
     group.finished.store(true, Ordering::Release);
+    crate::metrics::metrics().agent_processes.dec();
     reaper::reap_orphans(reaper::REAP_LIMIT).await;
     let grace_end = Instant::now() + PIPE_EOF_GRACE;
     let _ = sup.eof_deadline.send(Some(grace_end));

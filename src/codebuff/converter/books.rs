@@ -41,6 +41,11 @@ impl CodebuffConverter {
         self.permissions.has_open()
     }
 
+    /// How many permission requests are open.
+    pub fn pending_permission_count(&self) -> usize {
+        self.permissions.open_count()
+    }
+
     /// The ids of the open permission requests, sorted.
     pub fn pending_permission_ids(&self) -> Vec<String> {
         self.permissions.open_ids()
@@ -72,6 +77,11 @@ impl CodebuffConverter {
     /// The pending question with this id.
     pub fn pending_question(&self, question_id: &str) -> Option<&QuestionData> {
         self.questions.open(question_id)
+    }
+
+    /// How many questions are open.
+    pub fn pending_question_count(&self) -> usize {
+        self.questions.open_count()
     }
 
     /// The ids of the pending questions, sorted.

@@ -67,7 +67,9 @@ impl LeaseDir {
     pub fn hold(&self, engine_id: &str) -> io::Result<HeldLease> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = self.path_of(engine_id)?;
-        let tmp = self.dir.join(format!(".{engine_id}.{}.tmp", std::process::id()));
+        let tmp = self
+            .dir
+            .join(format!(".{engine_id}.{}.tmp", std::process::id()));
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)

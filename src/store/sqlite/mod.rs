@@ -9,7 +9,6 @@
 //! it survives a power loss together with everything committed before it; ordinary event
 //! batches do not pay an fsync each.
 
-use crate::sync::LockExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -19,22 +18,26 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 mod checkpoint;
 mod chunk;
 mod leases;
+mod outbox;
 mod shared;
 
 use checkpoint::Checkpointer;
 use chunk::{decode_chunk, encode_chunk, ChunkBuffers, Chunks};
+use outbox::SqliteOutbox;
 
 use super::batched::{BatchedStore, DurableStore, Logs, StoreOptions, StoreReader};
-use shared::SqliteShared;
 use super::row::{decode_settings, running_process, to_i64, to_u64, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{SessionRecord, StoreError, StoredEvent};
+use crate::sync::LockExt;
+use shared::SqliteShared;
 
 /// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event),
-/// 4 dropped `sessions.next_item` (written, never read: ids go on after the log's last),
-/// 5 added the engines sharing the file and the inbox (`coordination`).
-const SCHEMA_VERSION: i64 = 5;
+/// 4 dropped `sessions.next_item` (written, never read: ids go on after the log's last), 5
+/// added the webhook outbox (`outbox.rs`), 6 the engines sharing the file and the inbox
+/// (`shared.rs`).
+const SCHEMA_VERSION: i64 = 6;
 /// The page size of a new database.
 const PAGE_SIZE: u32 = 16 * 1024;
 /// Read connections kept open between reads.
@@ -105,9 +108,9 @@ CREATE VIEW events (session_id, sequence, type, event, raw) AS
 /// Version 3 → 4: `next_item` goes (a restored session's ids go on after its log's last).
 const MIGRATE_V4: &str = "ALTER TABLE sessions DROP COLUMN next_item;";
 
-/// Version 4 → 5: the engines working on the file, the inbox of requests for sessions' owners,
+/// Version 5 → 6: the engines working on the file, the inbox of requests for sessions' owners,
 /// and an index of owned sessions (`sessions.owner` now names an engine, `''` when idle).
-const MIGRATE_V5: &str = "
+const MIGRATE_V6: &str = "
 CREATE TABLE engines (
     engine_id   TEXT PRIMARY KEY NOT NULL,
     instance_id TEXT NOT NULL,
@@ -154,7 +157,8 @@ impl SqliteStore {
             path: path.to_owned(),
             idle: Mutex::new(vec![open_reader(path)?]),
         };
-        let store = BatchedStore::start(
+        let outbox = SqliteOutbox::open(path)?;
+        let store = BatchedStore::start_with_outbox(
             "codebuffd-sqlite-writer",
             Box::new(reader),
             Box::new(SqliteWriter {
@@ -163,6 +167,7 @@ impl SqliteStore {
                 full_sync: true,
                 buffers: ChunkBuffers::default(),
             }),
+            Some(Box::new(outbox)),
             options,
             logs.clone(),
             Box::new(SqliteShared::open(path, logs)?),
@@ -311,8 +316,13 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
         version = 4;
     }
     if version == 4 {
-        conn.execute_batch(MIGRATE_V5).map_err(|e| e.to_string())?;
+        conn.execute_batch(outbox::MIGRATE_V5)
+            .map_err(|e| e.to_string())?;
         version = 5;
+    }
+    if version == 5 {
+        conn.execute_batch(MIGRATE_V6).map_err(|e| e.to_string())?;
+        version = 6;
     }
     if version != SCHEMA_VERSION {
         return Err(format!(
@@ -363,7 +373,8 @@ impl SqliteWriter {
     fn set_sync(&mut self, batch: &[Write<'_>]) -> Result<(), StoreError> {
         let full = batch.iter().any(|w| match w {
             Write::Create(_) | Write::Delete(_) => true,
-            Write::Put(_) => false,
+            // Outbox rows share their events' fate (a crash of the daemon loses neither).
+            Write::Put(_) | Write::Outbox(_) => false,
             Write::Events { events, .. } => events.iter().any(|e| e.ends_something()),
         });
         if full != self.full_sync {
@@ -379,7 +390,34 @@ impl SqliteWriter {
     }
 }
 
+/// What a degraded store's probe writes: about a batch of events. An empty transaction writes
+/// nothing, so it succeeded on a disk still full, and the store said it was healthy while no
+/// event could be written.
+const PROBE_BYTES: usize = 256 * 1024;
+
 impl BatchWriter for SqliteWriter {
+    /// Commits [`PROBE_BYTES`] of real pages (a chunk of no session: the empty session id, an
+    /// empty JSON array padded with spaces, invisible to every reader), then removes it.
+    fn probe(&mut self) -> Result<(), StoreError> {
+        let padding = format!("[{}]", " ".repeat(PROBE_BYTES));
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO event_chunks \
+                 (session_id, last_sequence, first_sequence, events, raws) \
+                 VALUES ('', 0, 0, ?1, NULL)",
+                [padding],
+            )
+            .map_err(sql_error)?;
+        // The space is given back; a failure here only leaves the chunk for the next probe.
+        if let Err(error) = self
+            .conn
+            .execute("DELETE FROM event_chunks WHERE session_id = ''", [])
+        {
+            tracing::debug!(%error, "removing the probe's chunk failed");
+        }
+        Ok(())
+    }
+
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
         self.set_sync(batch)?;
         let tx = self
@@ -419,6 +457,10 @@ impl BatchWriter for SqliteWriter {
                 }
                 Write::Events { session_id, events } => {
                     chunks.add(session_id, events);
+                    true
+                }
+                Write::Outbox(rows) => {
+                    outbox::insert(&tx, rows)?;
                     true
                 }
                 Write::Delete(session_id) => {

@@ -153,7 +153,10 @@ impl Lease for SqliteLease {
 impl Drop for SqliteLease {
     fn drop(&mut self) {
         if let Ok(conn) = open_connection(&self.path) {
-            let _ = conn.execute("DELETE FROM engines WHERE engine_id = ?1", [&self.engine_id]);
+            let _ = conn.execute(
+                "DELETE FROM engines WHERE engine_id = ?1",
+                [&self.engine_id],
+            );
         }
     }
 }
