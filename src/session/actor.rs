@@ -24,6 +24,7 @@ use super::{SessionError, SessionSettings};
 use crate::agent::AgentProcess;
 use crate::codebuff::{CodebuffConverter, DecidedBy, PermissionMode};
 use crate::store::RunningProcess;
+use crate::sync::LockExt;
 use crate::universal::{
     format_time, EventData, EventDraft, SessionEndReason, SessionEndedData, TerminatedBy,
 };
@@ -72,6 +73,9 @@ pub(crate) struct Actor {
     pub(super) store_failure: Option<String>,
     /// This session's share of the pending-questions/permissions gauges (`observe.rs`).
     pending: PendingShare,
+    /// The running turn's agent process as last recorded (status changes rewrite the record
+    /// with it, so other engines' lists see `awaiting_input`).
+    recorded_process: std::sync::Mutex<Option<RunningProcess>>,
 }
 
 impl Actor {
@@ -106,6 +110,7 @@ impl Actor {
             exit: false,
             store_failure: None,
             pending: PendingShare::default(),
+            recorded_process: std::sync::Mutex::new(None),
         }
     }
 
@@ -264,6 +269,17 @@ impl Actor {
 
     /// Writes the session's record (with the running agent process, if any).
     pub(super) fn persist(&self, running: Option<RunningProcess>) {
+        self.recorded_process.lock_unpoisoned().clone_from(&running);
+        self.persist_record(running);
+    }
+
+    /// Rewrites the record after a status change, keeping the recorded agent process.
+    pub(super) fn persist_status(&self) {
+        let running = self.recorded_process.lock_unpoisoned().clone();
+        self.persist_record(running);
+    }
+
+    fn persist_record(&self, running: Option<RunningProcess>) {
         let live = self.shared.snapshot();
         let record = to_record(RecordOf {
             session_id: &self.id,

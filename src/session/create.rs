@@ -68,7 +68,7 @@ impl SessionManager {
         self.creating.lock_unpoisoned().remove(id);
         let handle = created?;
         tracing::info!(session = %id, agent = handle.settings.agent.id(), "session created");
-        let info = info_of(&handle);
+        let info = info_of(&handle, &self.ctx.engine_id);
         self.sessions
             .write_unpoisoned()
             .insert(id.to_string(), handle);

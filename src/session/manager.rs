@@ -24,7 +24,7 @@ use super::info::{EndState, SessionInfo, SessionStatus};
 use super::message::UserMessage;
 use super::owner::Route;
 use super::queue::QueueCount;
-use super::record::{from_record, now_ms, Live, Shared};
+use super::record::{now_ms, Shared};
 use super::settings::{validate_agent_mode, SessionSettings};
 use super::SessionError;
 use crate::store::{EventStore, SessionQuery, SessionRecord};
@@ -185,10 +185,10 @@ impl SessionManager {
     fn info_of_record(&self, record: &SessionRecord) -> Option<SessionInfo> {
         if let Ok(h) = self.handle(&record.session_id) {
             if h.serving() {
-                return Some(info_of(&h));
+                return Some(info_of(&h, &self.ctx.engine_id));
             }
         }
-        info_of_record(
+        SessionInfo::from_record(
             record,
             self.ctx.store.last_sequence(&record.session_id).ok(),
         )
@@ -276,7 +276,7 @@ impl SessionManager {
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
         let mut info = match self.handle(id) {
-            Ok(h) if h.serving() => info_of(&h),
+            Ok(h) if h.serving() => info_of(&h, &self.ctx.engine_id),
             _ => {
                 let record = self
                     .ctx
@@ -574,49 +574,10 @@ fn parse_cursor(cursor: &str) -> Result<(u64, String), SessionError> {
 }
 
 /// The info of a session this engine runs.
-pub(super) fn info_of(h: &Handle) -> SessionInfo {
-    info_from(&h.id, &h.settings, h.shared.snapshot(), h.created_at)
-}
-
-/// The info of a stored session whose log holds `last_sequence` events.
-fn info_of_record(record: &SessionRecord, last_sequence: Option<u64>) -> Option<SessionInfo> {
-    let restored = from_record(record, last_sequence)?;
-    let mut live = restored.live;
-    // A session another engine runs is as its record says (a dead engine's turn is ended
-    // by a survivor within moments).
-    if live.end.is_none() {
-        if let Some(status) = SessionStatus::parse(&record.status) {
-            live.status = status;
-        }
-    }
-    Some(info_from(
-        &record.session_id,
-        &restored.settings,
-        live,
-        restored.created_at,
-    ))
-}
-
-fn info_from(id: &str, s: &SessionSettings, live: Live, created_at: u64) -> SessionInfo {
-    SessionInfo {
-        session_id: id.to_owned(),
-        agent: s.agent.id().to_owned(),
-        agent_mode: live.agent_mode.clone(),
-        permission_mode: s.permission_mode.clone(),
-        model: s.model.clone(),
-        variant: s.variant.clone(),
-        native_session_id: live.native_session_id,
-        ended: live.end.is_some(),
-        event_count: live.event_count,
-        created_at,
-        updated_at: live.updated_at,
-        directory: s.directory.display().to_string(),
-        title: s.title.clone(),
-        status: live.status,
-        budget: s.max_credits,
-        remaining: s.max_credits.map(|b| (b - live.cost.credits).max(0.0)),
-        cost: live.cost,
-        turns: live.turns,
-        first_prompt: live.first_prompt,
-    }
+/// The info of a session this engine has an actor for; `engine_id` is this engine's id (the
+/// owner shown while the actor holds the session).
+pub(super) fn info_of(h: &Handle, engine_id: &str) -> SessionInfo {
+    let mut info = SessionInfo::from_live(&h.id, &h.settings, h.shared.snapshot(), h.created_at);
+    info.owner = h.serving().then(|| engine_id.to_owned());
+    info
 }

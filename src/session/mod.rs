@@ -8,6 +8,7 @@ mod command;
 mod context;
 mod create;
 mod ending;
+mod engines;
 mod error;
 mod follow;
 mod inbox;
@@ -31,6 +32,7 @@ pub use context::{Limits, SessionContext};
 // replies, without reaching into the layers below.
 pub use crate::agent::{AgentKind, TurnImage};
 pub use crate::universal::PermissionReply;
+pub use engines::{EngineInfo, EngineList};
 pub use error::SessionError;
 pub use follow::{Follow, LoggedEvent, DEFAULT_PAGE};
 pub use info::{EndState, SessionInfo, SessionStatus};
