@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::agent::{AdapterSource, Launcher};
-use crate::session::{Limits, SessionContext, SessionManager};
-use crate::store::{open_store_with, redact_spec, EngineEntry, StoreOptions};
+use crate::session::{Limits, SessionContext, SessionInfo, SessionManager};
+use crate::store::{open_store_with, redact_spec, EngineEntry, SessionQuery, StoreOptions};
 use crate::webhooks::Webhooks;
 
 /// How long shutdown waits for sessions to end their turns.
@@ -162,6 +162,31 @@ impl Engine {
             retention,
             lease,
         })
+    }
+
+    /// Every stored session, newest first, read from the store without starting an engine
+    /// (no registration, no actors, no recovery): `codebuffd sessions list` beside whatever
+    /// engines run on the data directory. A session another engine runs shows its record.
+    pub fn stored_sessions(config: &EngineConfig) -> anyhow::Result<Vec<SessionInfo>> {
+        let options = StoreOptions {
+            visible_after_commit: true,
+            ..StoreOptions::default()
+        };
+        let store =
+            open_store_with(&config.store, &config.data_dir, options).with_context(|| {
+                format!(
+                    "cannot open the event store `{}`",
+                    redact_spec(&config.store)
+                )
+            })?;
+        let records = store.coordination().query_sessions(&SessionQuery {
+            limit: usize::MAX >> 1,
+            ..SessionQuery::default()
+        })?;
+        Ok(records
+            .iter()
+            .filter_map(|r| SessionInfo::from_record(r, None))
+            .collect())
     }
 
     /// Records the URL this engine is served at with its registration (`GET /v1/engines`,

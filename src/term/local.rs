@@ -37,6 +37,13 @@ impl Local {
         }
     }
 
+    /// The data directory's sessions without starting an engine (see
+    /// [`Engine::stored_sessions`]).
+    pub fn stored_sessions(config: &DaemonConfig) -> Result<Vec<SessionInfo>, ClientError> {
+        Engine::stored_sessions(&config.engine())
+            .map_err(|error| ClientError::failed(format!("{error:#}")))
+    }
+
     fn manager(&self) -> &Arc<SessionManager> {
         &self.engine.manager
     }
