@@ -22,6 +22,8 @@ pub struct EngineConfig {
     pub data_dir: PathBuf,
     /// The store spec (`sqlite`, `sqlite://PATH`, `postgres://…`, `memory`).
     pub store: String,
+    /// A shared Postgres store's engine lease: how long a silent engine keeps its sessions.
+    pub store_lease: Duration,
     /// The codebuff agent command; `None` = the bundled adapter.
     pub agent_command: Option<PathBuf>,
     pub limits: Limits,
@@ -79,6 +81,7 @@ impl Engine {
         // so `Last-Event-ID` resumes exactly after a restart.
         let options = StoreOptions {
             visible_after_commit: true,
+            lease: config.store_lease,
             ..StoreOptions::default()
         };
         let store =
