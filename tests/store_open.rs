@@ -343,7 +343,7 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
     let rows: Vec<(i64, String, String, Option<String>)> = conn
         .prepare("SELECT sequence, type, event, raw FROM events WHERE session_id = 'old' ORDER BY sequence")
         .unwrap()
