@@ -183,6 +183,26 @@ impl StoredEvent {
     pub fn event(&self) -> Result<UniversalEvent, SessionError> {
         Ok(self.decode()?)
     }
+
+    /// An `item.delta`'s item id and text, borrowed from the stored text (copied only when
+    /// the text holds an escape); `None` for other events (or text laid out otherwise: the
+    /// caller then decodes it with [`StoredEvent::data`]). Deltas are most of a streamed
+    /// answer: a door that only forwards their text need not build each one's payload.
+    pub fn item_delta(&self) -> Option<ItemDeltaText<'_>> {
+        if self.event_type != "item.delta" {
+            return None;
+        }
+        serde_json::from_str(self.data_json()?).ok()
+    }
+}
+
+/// The parts of an `item.delta` a door forwards, borrowed ([`StoredEvent::item_delta`]).
+#[derive(Debug, serde::Deserialize)]
+pub struct ItemDeltaText<'a> {
+    #[serde(borrow)]
+    pub item_id: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    pub delta: std::borrow::Cow<'a, str>,
 }
 
 #[cfg(test)]
@@ -222,6 +242,37 @@ mod tests {
             EventData::ItemDelta(d) => d.delta,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn item_delta_borrows_the_text_and_matches_the_decoded_payload() {
+        let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+        store
+            .create(&SessionRecord::new(
+                "s",
+                "mock",
+                serde_json::json!({}),
+                "",
+                0,
+            ))
+            .unwrap();
+        let mut drafts = vec![
+            delta("plain 1:23;"),
+            delta("quote \" and\nline é"),
+            EventDraft::synthetic(EventData::Error(crate::universal::ErrorData {
+                message: "m".into(),
+                code: None,
+                details: None,
+            })),
+        ];
+        store.append("s", &mut drafts, "t".into(), None).unwrap();
+        let events = store.read("s", 0, 10).unwrap();
+        let plain = events[0].item_delta().unwrap();
+        assert_eq!((&*plain.item_id, &*plain.delta), ("itm_1", "plain 1:23;"));
+        assert!(matches!(plain.delta, std::borrow::Cow::Borrowed(_)));
+        let escaped = events[1].item_delta().unwrap();
+        assert_eq!(escaped.delta, text(&events[1]));
+        assert!(events[2].item_delta().is_none());
     }
 
     #[tokio::test]

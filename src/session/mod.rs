@@ -30,7 +30,7 @@ pub use context::{Limits, SessionContext};
 pub use crate::agent::{AgentKind, TurnImage};
 pub use crate::universal::PermissionReply;
 pub use error::SessionError;
-pub use follow::{Follow, LoggedEvent, DEFAULT_PAGE};
+pub use follow::{Follow, ItemDeltaText, LoggedEvent, DEFAULT_PAGE};
 pub use info::{EndState, SessionInfo, SessionStatus};
 pub use manager::{Cancel, QueuedTurn, SessionManager};
 pub use message::UserMessage;
