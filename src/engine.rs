@@ -10,7 +10,11 @@ use anyhow::Context;
 
 use crate::agent::{AdapterSource, Launcher};
 use crate::session::{Limits, SessionContext, SessionInfo, SessionManager};
-use crate::store::{open_store_with, redact_spec, EngineEntry, SessionQuery, StoreOptions};
+use crate::store::{open_store_with, EngineEntry, SessionQuery, StoreOptions};
+
+/// The store spec with its password hidden, for showing where an engine keeps its log (the
+/// terminal's `settings` lists it); re-exported so doors need not reach into `store/`.
+pub use crate::store::redact_spec;
 use crate::webhooks::Webhooks;
 
 /// How long shutdown waits for sessions to end their turns.

@@ -17,8 +17,11 @@
 //! * Front doors: [`http`] (the `/v1` API, and ACP over HTTP), [`acp`] (the Agent Client
 //!   Protocol, over stdio and for `http`), [`ws`] (the Codebuff WebSocket protocol at `/v1/ws`,
 //!   mounted by `http`), [`term`] (the terminal client: in-process or over `/v1`). They
-//!   translate; they never own turns, processes or storage, and they read sessions only
-//!   through [`session::Follow`].
+//!   translate; they never own turns, processes or storage, they read sessions only through
+//!   [`session::Follow`], and they learn how a turn ended from [`session::TurnTracker`].
+//! * Beside every layer, for the process as a whole: [`secrets`] (the key and token kept out of
+//!   `/proc`, first thing in `main`), [`private_files`] (the data directory is the daemon
+//!   user's alone).
 //! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]

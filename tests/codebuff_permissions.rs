@@ -11,7 +11,7 @@
 mod support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::codebuff::{start_daemon, start_daemon_with, LIMIT};
@@ -19,6 +19,7 @@ use support::daemon::{Daemon, TempDir};
 use support::events::{assistant_texts, of_type, turn_ends};
 use support::fake_backend::FakeBackend;
 use support::invariants::assert_well_formed;
+use support::permissions::{permission_id, reply_ok, requested};
 
 async fn session(d: &Daemon, id: &str, dir: &Path, extra: Value) {
     let mut body = json!({"agent": "codebuff", "directory": dir.display().to_string()});
@@ -26,35 +27,6 @@ async fn session(d: &Daemon, id: &str, dir: &Path, extra: Value) {
         b.extend(e.clone());
     }
     d.create(id, body).await;
-}
-
-/// Waits for the `n`th `permission.requested` of the session and returns it.
-async fn requested(d: &Daemon, id: &str, n: usize) -> Value {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        let events = d.events(id).await;
-        let asked = of_type(&events, "permission.requested");
-        if asked.len() >= n {
-            return asked[n - 1].clone();
-        }
-        assert!(Instant::now() < deadline, "no request {n}: {events:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-fn permission_id(e: &Value) -> String {
-    e["data"]["permission_id"].as_str().unwrap().to_owned()
-}
-
-async fn reply(d: &Daemon, id: &str, permission: &str, answer: &str) {
-    let status = d
-        .post(
-            &format!("/v1/sessions/{id}/permissions/{permission}/reply"),
-            json!({ "reply": answer }),
-        )
-        .await
-        .status();
-    assert_eq!(status, 204, "reply {answer} to {permission}");
 }
 
 fn resolutions(events: &[Value]) -> Vec<(String, String, String)> {
@@ -95,7 +67,7 @@ async fn default_mode_blocks_each_tool_until_answered_and_always_covers_the_same
         "written before the answer"
     );
     assert_eq!(d.info("p").await["status"], "awaiting_input");
-    reply(&d, "p", &permission_id(&first), "once").await;
+    reply_ok(&d, "p", &permission_id(&first), "once").await;
 
     // 2: the command waits; "always" allows this command for the rest of the session.
     let cmd = requested(&d, "p", 2).await;
@@ -103,12 +75,12 @@ async fn default_mode_blocks_each_tool_until_answered_and_always_covers_the_same
     assert_eq!(cmd["data"]["metadata"]["command"], "echo one >> log.txt");
     assert_eq!(read(work.path(), "first.txt").as_deref(), Some("first\n"));
     assert_eq!(read(work.path(), "log.txt"), None, "ran before the answer");
-    reply(&d, "p", &permission_id(&cmd), "always").await;
+    reply_ok(&d, "p", &permission_id(&cmd), "always").await;
 
     // 3: the second write asks again ("once" covered one call); rejected, it never happens.
     let second = requested(&d, "p", 3).await;
     assert_eq!(second["data"]["metadata"]["paths"], json!(["second.txt"]));
-    reply(&d, "p", &permission_id(&second), "reject").await;
+    reply_ok(&d, "p", &permission_id(&second), "reject").await;
 
     let events = d.wait_turns_ended("p", 1).await;
     assert_eq!(turn_ends(&events)[0]["status"], "completed");
@@ -163,7 +135,7 @@ async fn accept_edits_runs_edits_and_asks_for_commands_plan_runs_nothing() {
         edits.path().join("notes/todo.md").is_file(),
         "the edit ran without asking"
     );
-    reply(&d, "e", &permission_id(&cmd), "reject").await;
+    reply_ok(&d, "e", &permission_id(&cmd), "reject").await;
     let events = d.wait_turns_ended("e", 1).await;
     assert_eq!(of_type(&events, "permission.requested").len(), 1);
     assert_eq!(

@@ -14,6 +14,7 @@ use support::daemon::{Daemon, DaemonOptions, TempDir};
 use support::events::{assistant_texts, of_type, turn_ends};
 use support::fake_backend::FakeBackend;
 use support::invariants::assert_well_formed;
+use support::procs::alive;
 use support::sse::SseReader;
 
 /// Sends `message` with `POST …/messages/stream` and reads the turn's events to their end.
@@ -412,14 +413,6 @@ async fn spare_of(d: &Daemon, agent: &str) -> i32 {
         assert!(Instant::now() < deadline, "no warm spare for {agent}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// True while `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim().to_owned()))
-        .is_some_and(|rest| !rest.starts_with(['Z', 'X']))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

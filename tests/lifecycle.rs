@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::api::assert_problem_body;
+use support::api::{assert_problem_body, status_and_json};
 use support::daemon::{work_dir, Daemon, DaemonOptions, TempDir};
 use support::events::{of_type, turn_ends};
 
@@ -21,13 +21,8 @@ async fn delete(d: &Daemon, id: &str) -> reqwest::Response {
         .expect("DELETE")
 }
 
-async fn json_of(resp: reqwest::Response) -> (u16, Value) {
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 async fn list(d: &Daemon, query: &str) -> (u16, Value) {
-    json_of(d.get(&format!("/v1/sessions{query}")).await).await
+    status_and_json(d.get(&format!("/v1/sessions{query}")).await).await
 }
 
 fn ids(page: &Value) -> Vec<String> {
@@ -51,12 +46,12 @@ async fn deleting_a_session_removes_it_and_its_events_for_good_even_across_a_res
     let resp = delete(&d, "gone").await;
     assert_eq!(resp.status(), 204);
     assert_eq!(resp.bytes().await.unwrap().len(), 0, "204 has no body");
-    let (status, p) = json_of(delete(&d, "gone").await).await;
+    let (status, p) = status_and_json(delete(&d, "gone").await).await;
     assert_problem_body("second DELETE", &p, 404, "session_not_found");
     assert_eq!(status, 404);
-    let (status, _) = json_of(d.get("/v1/sessions/gone").await).await;
+    let (status, _) = status_and_json(d.get("/v1/sessions/gone").await).await;
     assert_eq!(status, 404);
-    let (status, _) = json_of(d.get("/v1/sessions/gone/events").await).await;
+    let (status, _) = status_and_json(d.get("/v1/sessions/gone/events").await).await;
     assert_eq!(status, 404);
     assert_eq!(ids(&list(&d, "").await.1), ["kept"]);
     // The id is free again: a new session under it starts from sequence 1.
@@ -76,7 +71,7 @@ async fn deleting_a_session_removes_it_and_its_events_for_good_even_across_a_res
         ["kept"],
         "the delete was durable"
     );
-    let (status, _) = json_of(d.get("/v1/sessions/gone").await).await;
+    let (status, _) = status_and_json(d.get("/v1/sessions/gone").await).await;
     assert_eq!(status, 404);
     let kept = d.events("kept").await;
     assert!(
@@ -110,7 +105,7 @@ async fn deleting_a_running_session_stops_its_agent_and_ends_its_followers() {
         sse.closes_within(WAIT).await,
         "the stream of a deleted session ends"
     );
-    let (status, _) = json_of(d.get("/v1/sessions/busy").await).await;
+    let (status, _) = status_and_json(d.get("/v1/sessions/busy").await).await;
     assert_eq!(status, 404);
     d.stop();
 }
@@ -234,7 +229,7 @@ async fn sessions_may_not_work_in_the_daemons_data_directory_or_installation() {
                 json!({"agent": "mock", "directory": dir}),
             )
             .await;
-        let (status, p) = json_of(resp).await;
+        let (status, p) = status_and_json(resp).await;
         assert_eq!(status, 400, "{dir}: {p}");
         let detail = p["detail"].as_str().unwrap();
         assert!(detail.contains("may not work there"), "{dir}: {detail}");
@@ -284,7 +279,8 @@ async fn workdir_sets_the_default_directory_and_a_protected_one_refuses_defaults
         data.path(),
         &["--workdir", &data.path().join("w").display().to_string()],
     );
-    let (status, p) = json_of(d.post("/v1/sessions/x", json!({"agent": "mock"})).await).await;
+    let (status, p) =
+        status_and_json(d.post("/v1/sessions/x", json!({"agent": "mock"})).await).await;
     assert_eq!(status, 400, "{p}");
     assert!(
         p["detail"].as_str().unwrap().contains("data directory"),

@@ -1,9 +1,12 @@
 //! The stores' outbox (`src/store/outbox.rs`), checked the same way against every
-//! implementation: memory, SQLite (a temporary file per test) and Postgres (when
-//! `CODEBUFFD_TEST_POSTGRES_URL` names a database; each test then uses session ids and endpoints
-//! of its own, so runs never collide). Rows are written with their events, claimed by one owner
+//! implementation: memory, SQLite (a temporary file per test) and Postgres (the database
+//! `CODEBUFFD_TEST_POSTGRES_URL` names; those cases are ignored unless asked for with
+//! `--ignored`, as `.ci/run` does, and fail without a database; each uses session ids and
+//! endpoints of its own, so runs never collide). Rows are written with their events, claimed by one owner
 //! at a time even by several store instances on one database (as several processes would),
 //! pass to another owner when a lease runs out, and keep their settlement.
+
+mod support;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -15,8 +18,7 @@ use codebuffd::store::{EventStore, MemoryStore, PostgresStore, SessionRecord, Sq
 use codebuffd::universal::{
     Cost, ErrorData, EventData, EventDraft, TurnData, TurnMetadata, TurnPhase, TurnStatus,
 };
-
-const POSTGRES_URL: &str = "CODEBUFFD_TEST_POSTGRES_URL";
+use support::store::postgres_url;
 
 trait Backend {
     /// A store instance on the test's database: a new one per call (a second process) for
@@ -78,12 +80,11 @@ macro_rules! suite {
             })*
         }
         mod postgres {
-            $(#[test] fn $test() {
-                match std::env::var(super::POSTGRES_URL) {
-                    Ok(url) if !url.is_empty() => super::$test(&super::Postgres(url)),
-                    _ => println!("skipped postgres::{}: {} is not set", stringify!($test), super::POSTGRES_URL),
-                }
-            })*
+            $(
+                #[test]
+                #[ignore = "needs Postgres: CODEBUFFD_TEST_POSTGRES_URL, and --ignored"]
+                fn $test() { super::$test(&super::Postgres(super::postgres_url())) }
+            )*
         }
     };
 }

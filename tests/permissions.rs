@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use support::daemon::{Daemon, DaemonOptions, TempDir};
 use support::events::{assistant_texts, of_type, turn_ends};
 use support::invariants::assert_well_formed;
+use support::permissions::{reply, requested};
 use support::sse::SseReader;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -22,33 +23,6 @@ async fn gated_session(d: &Daemon, id: &str, dir: &Path, mode: &str) {
         json!({"agent": "mock", "permissionMode": mode, "directory": dir.display().to_string()}),
     )
     .await;
-}
-
-/// Waits for the `n`th `permission.requested` of the session and returns it.
-async fn requested(d: &Daemon, id: &str, n: usize) -> Value {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let events = d.events(id).await;
-        let asked = of_type(&events, "permission.requested");
-        if asked.len() >= n {
-            return asked[n - 1].clone();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no request {n}: {events:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-async fn reply(d: &Daemon, id: &str, permission: &str, answer: &str) -> u16 {
-    d.post(
-        &format!("/v1/sessions/{id}/permissions/{permission}/reply"),
-        json!({ "reply": answer }),
-    )
-    .await
-    .status()
-    .as_u16()
 }
 
 fn resolved<'e>(events: &'e [Value], permission: &str) -> &'e Value {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::daemon::Daemon;
+use support::procs::alive;
 
 /// The pid the `escape` scenario announces in its text (`escaped <pid>`).
 fn escapee(events: &[Value]) -> u32 {
@@ -19,14 +20,6 @@ fn escapee(events: &[Value]) -> u32 {
         .and_then(|pid| pid.parse().ok())
         .filter(|pid| *pid > 0)
         .unwrap_or_else(|| panic!("no escapee announced: {events:?}"))
-}
-
-/// True while `pid` exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim().to_owned()))
-        .is_some_and(|rest| !rest.starts_with(['Z', 'X']))
 }
 
 /// Waits until `pid` is gone or a zombie; kills it and fails the test if it is not within

@@ -258,12 +258,14 @@ fn read_as(uid: u32, pid: i32, file: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root (to start the daemon as another user), and --ignored"]
 async fn a_daemon_that_is_not_root_is_closed_to_processes_of_its_own_user() {
     use std::os::unix::fs::MetadataExt;
-    if std::fs::metadata("/proc/self").unwrap().uid() != 0 {
-        eprintln!("skipped: needs root to start the daemon as another user");
-        return;
-    }
+    assert_eq!(
+        std::fs::metadata("/proc/self").unwrap().uid(),
+        0,
+        "this test needs root: it starts the daemon as another user"
+    );
     use std::os::unix::process::CommandExt;
     const NOBODY: u32 = 65534;
     let data = TempDir::new("nobody-data");

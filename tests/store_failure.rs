@@ -21,6 +21,7 @@ use codebuffd::session::{CreateRequest, Limits, SessionContext, SessionManager, 
 use codebuffd::store::{EventStore, MemoryStore, SessionRecord, StoreError, StoredEvent};
 use codebuffd::universal::EventDraft;
 use serde_json::{json, Value};
+use support::api::status_and_json;
 use support::daemon::{Daemon, TempDir};
 use tokio::sync::watch;
 
@@ -79,9 +80,7 @@ fn fill(filler: &Path) {
 }
 
 async fn health(d: &Daemon) -> (u16, Value) {
-    let resp = d.get("/v1/health").await;
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+    status_and_json(d.get("/v1/health").await).await
 }
 
 async fn wait_health(d: &Daemon, want: u16, limit: Duration) -> Value {

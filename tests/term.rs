@@ -211,11 +211,18 @@ fn exit_statuses_say_how_the_turn_ended() {
     // No Codebuff credential (the user's home has none, the environment neither).
     let o = u.run(&["exec", "hello"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("no Codebuff credential"),
-        "{}",
-        stderr(&o)
-    );
+    // It says where it looked, where to get a key, and the agent that needs none.
+    for said in [
+        "no Codebuff credential",
+        "https://www.codebuff.com/api-keys",
+        "--agent mock",
+    ] {
+        assert!(stderr(&o).contains(said), "{}", stderr(&o));
+    }
+    // A budget of the session's own (`--max-credits`).
+    let o = u.run(&["exec", "--agent", "mock", "--max-credits", "2", "spend 10"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("✗ budget exhausted"), "{}", stderr(&o));
 
     // Usage: no prompt, an unknown agent, a directory that does not exist.
     let o = u.run_with(&["exec", "--agent", "mock"], "  \n");
@@ -278,6 +285,17 @@ fn control_sequences_from_the_agent_are_shown_never_obeyed() {
     let view = stdout(&o);
     assert!(!view.contains('\x1b'), "{view:?}");
     assert!(view.contains(&format!("› echo {visible}")), "{view:?}");
+    // The session's title is its first prompt: `show` and `list` show it, never obey it.
+    for args in [vec!["sessions", "show", &id], vec!["sessions", "list"]] {
+        let o = u.run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(!stdout(&o).contains('\x1b'), "{args:?}: {:?}", stdout(&o));
+        assert!(
+            stdout(&o).contains("echo pwn \\e]52;c;cHduZWQ=\\a"),
+            "{args:?}: {}",
+            stdout(&o)
+        );
+    }
     let o = u.run(&["sessions", "events", &id, "--json"]);
     assert!(!stdout(&o).contains('\x1b'), "{}", stdout(&o));
     assert!(
@@ -341,6 +359,107 @@ fn resume_continues_the_same_session() {
         view.contains("✓ completed · 1.25 credits ($0.01), 2.50 in the session"),
         "{view}"
     );
+}
+
+/// `resume --last` continues the newest session of the current directory — never another
+/// project's — and says which session and where; none there is exit 2 with what to do;
+/// `--all` takes the newest of any directory. `sessions list` tells them apart by title (the
+/// first prompt) and directory.
+#[test]
+fn resume_last_continues_the_session_of_this_directory() {
+    let u = User::new("term-resume-dir");
+    let (a, b, c) = (u.work().join("a"), u.work().join("b"), u.work().join("c"));
+    for dir in [&a, &b, &c] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let in_dir = |dir: &PathBuf, args: &[&str]| {
+        let mut cmd = u.command(args);
+        cmd.current_dir(dir).stdin(Stdio::null());
+        cmd.output().unwrap()
+    };
+    let first = in_dir(&a, &["exec", "--agent", "mock", "echo project a"]);
+    let id_a = resume_id(&first);
+    let second = in_dir(&b, &["exec", "--agent", "mock", "echo project b"]);
+    let id_b = resume_id(&second);
+
+    // In a, though b's session is newer: a's.
+    let o = in_dir(&a, &["resume", "--last", "echo a again"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "a again\n");
+    let a_real = a.canonicalize().unwrap();
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("resuming session {id_a} “echo project a”")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("in {} · agent mock · 1 turns", a_real.display())),
+        "{err}"
+    );
+    assert_eq!(resume_id(&o), id_a);
+    // `--cwd` names the directory instead.
+    let o = in_dir(&a, &["resume", "--last", "--cwd", "../b", "echo b again"]);
+    assert_eq!(resume_id(&o), id_b, "{}", stderr(&o));
+
+    // Nothing in c: exit 2, saying what to do; `--all` takes the newest anywhere (b's).
+    let o = in_dir(&c, &["resume", "--last", "echo c"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let c_real = c.canonicalize().unwrap();
+    assert!(
+        stderr(&o).contains(&format!("no session works in {}", c_real.display())),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("--last --all"), "{}", stderr(&o));
+    let o = in_dir(&c, &["resume", "--last", "--all", "echo anywhere"]);
+    assert_eq!(resume_id(&o), id_b, "{}", stderr(&o));
+
+    // The list says which is which.
+    let o = in_dir(&c, &["sessions", "list"]);
+    let table = stdout(&o);
+    let row = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("{id} not in {table}"))
+            .to_owned()
+    };
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(
+        table.lines().next().unwrap().contains("DIRECTORY"),
+        "{table}"
+    );
+    // The directory under the user's home as `~/…`, then the title.
+    assert!(row(&id_a).contains(" ~/work/a "), "{table}");
+    assert!(row(&id_a).ends_with("  echo project a"), "{table}");
+    assert!(row(&id_b).contains(" ~/work/b "), "{table}");
+    assert!(row(&id_b).ends_with("  echo project b"), "{table}");
+}
+
+/// Without a terminal, nobody can answer: a new session keeps the engine's permission mode
+/// (`bypass` unless configured), as `--help` says.
+#[test]
+fn without_a_terminal_the_engines_permission_mode_stays() {
+    let u = User::new("term-no-tty-mode");
+    let o = u.run(&["exec", "--agent", "mock", "gated"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(u.work().join("gated-cmd.txt").exists(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("bypass"), "{}", stderr(&o));
+    let id = resume_id(&o);
+    let o = u.run(&["sessions", "show", &id, "--json"]);
+    let info: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(info["permissionMode"], "bypass");
+    let help = u.run(&["exec", "--help"]);
+    let text: String = stdout(&help)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("[default: `default` when someone is at a terminal to answer; otherwise"),
+        "{text}"
+    );
+    assert!(text.contains("`bypass` unless configured"), "{text}");
+    assert!(text.contains("--yolo"), "{text}");
 }
 
 #[test]

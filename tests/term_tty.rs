@@ -27,6 +27,32 @@ fn require_tmux() {
     );
 }
 
+/// What a pane runs: codebuffd with `first` (quietly, when not empty), then with `args`, its
+/// command line ending with `redirect` (`2>/dev/null`); `env` added to the environment, `files`
+/// written in the working directory first; `width` columns (40 lines).
+#[derive(Clone, Copy)]
+struct Spec<'a> {
+    first: &'a [&'a str],
+    args: &'a [&'a str],
+    env: &'a [(&'a str, &'a str)],
+    redirect: &'a str,
+    files: &'a [(&'a str, &'a str)],
+    width: u16,
+}
+
+impl Default for Spec<'_> {
+    fn default() -> Self {
+        Spec {
+            first: &[],
+            args: &[],
+            env: &[],
+            redirect: "",
+            files: &[],
+            width: 120,
+        }
+    }
+}
+
 /// One tmux server (its own socket) with one pane running a command.
 struct Pane {
     socket: String,
@@ -47,19 +73,30 @@ impl Pane {
 
     /// Runs codebuffd with `first` (quietly, when given), then with `args` in the pane.
     fn start_after(first: &[&str], args: &[&str], env: &[(&str, &str)]) -> Pane {
-        Pane::start_redirected(first, args, env, "")
+        Pane::launch(&Spec {
+            first,
+            args,
+            env,
+            ..Spec::default()
+        })
     }
 
-    /// [`Pane::start_after`], the command line ending with `redirect` (`2>/dev/null`).
-    fn start_redirected(
-        first: &[&str],
-        args: &[&str],
-        env: &[(&str, &str)],
-        redirect: &str,
-    ) -> Pane {
+    /// Starts the pane `spec` describes.
+    fn launch(spec: &Spec) -> Pane {
+        let Spec {
+            first,
+            args,
+            env,
+            redirect,
+            files,
+            width,
+        } = *spec;
         let home = TempDir::new("tty");
         let work = home.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
+        for (name, text) in files {
+            std::fs::write(work.join(name), text).unwrap();
+        }
         let socket = format!("codebuffd-test-{}", uuid::Uuid::new_v4().simple());
         let quoted: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
         let first: Vec<String> = first.iter().map(|a| shell_quote(a)).collect();
@@ -103,7 +140,7 @@ impl Pane {
                 "-s",
                 "t",
                 "-x",
-                "120",
+                &width.to_string(),
                 "-y",
                 "40",
             ])
@@ -132,6 +169,14 @@ impl Pane {
         self.tmux(&["display-message", "-p", "-t", "t", "#{pane_title}"])
             .trim()
             .to_owned()
+    }
+
+    /// The screen's lines as the terminal shows them (a long line wrapped onto several).
+    fn rows(&self) -> Vec<String> {
+        self.tmux(&["capture-pane", "-p", "-S", "-200", "-t", "t"])
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     /// The visible screen and its history.
@@ -277,24 +322,29 @@ fn a_question_is_asked_inline_with_numbered_options() {
     println!("captured screen of an interactive run:\n{screen}");
 }
 
+/// At a terminal a new session asks before every edit and command (no `--permission-mode`
+/// given): a write is shown as its diff against the file as it is, a command whole, each
+/// answered on one line.
 #[test]
 #[ignore = "needs tmux, and --ignored"]
-fn permission_requests_are_a_one_line_approval() {
+fn a_terminal_asks_before_edits_and_commands_showing_the_diff() {
     require_tmux();
-    let pane = Pane::start(&[
-        "exec",
-        "--agent",
-        "mock",
-        "--permission-mode",
-        "default",
-        "gated",
-    ]);
+    let pane = Pane::launch(&Spec {
+        args: &["exec", "--agent", "mock", "gated"],
+        files: &[("gated.txt", "old line\n")],
+        ..Spec::default()
+    });
     let screen = pane.wait_for("approve? [y]es/[a]lways/[n]o");
-    assert!(screen.contains("⚠ write_file wants to run:"), "{screen}");
+    assert!(
+        screen.contains("⚠ write_file wants to change gated.txt:\n    @@ -1,1 +1,1 @@\n    -old line\n    +gated\n"),
+        "{screen}"
+    );
+    assert!(!screen.contains("bypass"), "{screen}");
     pane.type_line("y");
     let screen = pane.wait_for_n("approve? [y]es/[a]lways/[n]o", 2);
     assert!(
-        screen.contains("$ echo gated-ok > gated-cmd.txt"),
+        screen
+            .contains("⚠ run_terminal_command wants to run:\n  $ echo gated-ok > gated-cmd.txt\n"),
         "{screen}"
     );
     pane.type_line("n");
@@ -302,9 +352,38 @@ fn permission_requests_are_a_one_line_approval() {
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(screen.contains("allowed (user)"), "{screen}");
     assert!(screen.contains("rejected (user)"), "{screen}");
-    assert!(exists(&pane.work(), "gated.txt"));
+    assert_eq!(
+        std::fs::read_to_string(pane.work().join("gated.txt")).unwrap(),
+        "gated\n"
+    );
     assert!(!exists(&pane.work(), "gated-cmd.txt"));
     assert_eq!(pane.leftovers(), Vec::<String>::new());
+}
+
+/// `--yolo` is `bypass`, and says so plainly before the turn: nothing is asked.
+#[test]
+#[ignore = "needs tmux, and --ignored"]
+fn yolo_runs_without_asking_and_says_so() {
+    require_tmux();
+    let pane = Pane::start(&["exec", "--agent", "mock", "--yolo", "gated"]);
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        screen.contains(
+            "⚠ permission mode bypass (--yolo): the agent edits files and runs commands without asking"
+        ),
+        "{screen}"
+    );
+    assert!(!screen.contains("approve?"), "{screen}");
+    assert!(exists(&pane.work(), "gated-cmd.txt"));
+    // The spinner is gone once the turn ends: no frame of it, no activity of it left.
+    assert!(
+        !screen
+            .chars()
+            .any(|c| ('\u{2800}'..='\u{28ff}').contains(&c)),
+        "{screen}"
+    );
+    assert!(!screen.contains("thinking"), "{screen}");
 }
 
 #[test]
@@ -492,9 +571,57 @@ fn control_sequences_from_the_agent_never_reach_the_terminal() {
     assert!(screen.contains("✓ completed in "), "{screen}");
     assert!(!pane.title().contains("pwned"), "{}", pane.title());
     // Only stdout is the terminal: the answer printed there is shown, not obeyed, too.
-    let pane = Pane::start_redirected(&[], &["exec", "--agent", "mock", evil], &[], "2>/dev/null");
+    let pane = Pane::launch(&Spec {
+        args: &["exec", "--agent", "mock", evil],
+        redirect: "2>/dev/null",
+        ..Spec::default()
+    });
     let screen = pane.wait_for("EXIT=");
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(screen.contains(shown), "{screen}");
     assert!(!pane.title().contains("pwned"), "{}", pane.title());
+}
+
+/// The REPL of a new user: no key anywhere. Its banner fits 80 columns, it says before the
+/// first turn that the codebuff agent has no key, where to get one, and how to try the mock;
+/// `/agent mock` switches, and the next line runs on the mock.
+#[test]
+#[ignore = "needs tmux, and --ignored"]
+fn the_repl_warns_without_a_key_and_switches_to_the_mock() {
+    require_tmux();
+    let pane = Pane::launch(&Spec {
+        args: &["chat"],
+        width: 80,
+        ..Spec::default()
+    });
+    pane.wait_for("/agent mock to try the mock agent");
+    pane.wait_for_prompt();
+    let rows = pane.rows();
+    let banner: Vec<&String> = rows.iter().take_while(|r| !r.starts_with('›')).collect();
+    assert_eq!(
+        banner[0],
+        "codebuffd chat · agent codebuff · asks before edits and commands"
+    );
+    assert!(banner[1].starts_with("in-process on "), "{rows:?}");
+    assert_eq!(banner[2], "/help for commands · Ctrl-D to leave");
+    assert_eq!(
+        banner[3..].iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+        [
+            "⚠ no Codebuff API key found: turns of the codebuff agent will fail.",
+            "  Get one at https://www.codebuff.com/api-keys and set CODEBUFF_API_KEY,",
+            "  or type /agent mock to try the mock agent, which needs none."
+        ],
+        "{rows:?}"
+    );
+    pane.type_line("/agent");
+    pane.wait_for("agent codebuff (/agent codebuff or /agent mock to switch)");
+    pane.type_line("/agent mock");
+    pane.wait_for("agent mock: a new session starts with your next line");
+    pane.type_line("echo hello from the mock");
+    pane.wait_for("✓ completed in ");
+    pane.type_line("/exit");
+    let screen = pane.wait_for("EXIT=");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(screen.contains("hello from the mock"), "{screen}");
+    assert_eq!(pane.leftovers(), Vec::<String>::new());
 }

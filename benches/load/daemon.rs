@@ -85,8 +85,10 @@ pub fn status_kib(pid: i32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// `session_members`: the daemon and everything it started (shared with the tests).
+/// `session_members`: the daemon and everything it started (shared with the tests, whose other
+/// helpers the bench does not use).
 #[path = "../../tests/support/procs.rs"]
+#[allow(dead_code)]
 mod procs;
 use procs::session_members;
 

@@ -9,10 +9,6 @@ use crate::session::{SessionError, TurnEnd};
 /// `-32002`: the resource (here, a session) does not exist.
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
 
-/// Agent error codes that mean the credential is missing or refused: answered as ACP's
-/// "authentication required" (`-32000`), so a client can offer its sign-in.
-const AUTH_CODES: [&str; 2] = ["auth_failed", "credentials_missing"];
-
 /// The error for an unknown session id: `-32002` with `data.sessionId`.
 pub fn session_not_found(id: &str) -> Error {
     Error::new(RESOURCE_NOT_FOUND, "Resource not found").data(json!({ "sessionId": id }))
@@ -33,7 +29,7 @@ pub fn session_error(e: SessionError) -> Error {
             return Error::new(-32602, "Invalid params").data(json!({ "message": e.to_string() }))
         }
         SessionError::CredentialsMissing { places, get_one } => {
-            return Error::auth_required().data(json!({
+            return auth_required_because(&e).data(json!({
                 "code": "credentials_missing",
                 "message": e.to_string(),
                 "lookedIn": places,
@@ -58,6 +54,15 @@ pub fn session_error(e: SessionError) -> Error {
         SessionError::Store(_) => (-32603, "store_error"),
     };
     Error::new(code, e.to_string()).data(json!({ "code": kind }))
+}
+
+/// `-32000` "Authentication required", with the reason in the message itself: clients that
+/// show only the message (acpx) say what to do.
+pub fn auth_required_because(e: &SessionError) -> Error {
+    Error::new(
+        i32::from(agent_client_protocol::ErrorCode::AUTH_REQUIRED),
+        format!("Authentication required: {e}"),
+    )
 }
 
 /// The error a prompt whose turn did not complete answers with: the turn's `status`, `code`,
@@ -86,7 +91,9 @@ pub fn turn_failed(end: &TurnEnd) -> Error {
         "stderrTail": stderr_tail.unwrap_or(Value::Null),
         "credits": end.turn_cost.credits,
     });
-    let rpc_code = if AUTH_CODES.contains(&code.as_str()) {
+    // A credential missing or refused is ACP's "authentication required" (`-32000`), so a
+    // client can offer its sign-in.
+    let rpc_code = if end.needs_credentials() {
         -32000
     } else {
         -32603

@@ -75,9 +75,12 @@ pub fn signed_in(door: &Door) -> bool {
         .has_credential(door.options.agent, None)
 }
 
-/// The error of a request that needs a key when none is found (`-32000`).
-pub fn auth_required() -> Error {
-    Error::auth_required().data(json!({"message": KEY_HELP, "authMethods": [API_KEY_METHOD]}))
+/// The error of a request that needs a key when none is found (`-32000`): the same text as
+/// the engine's refusal of a session (where it looked, where to get a key, the mock).
+pub fn auth_required(door: &Door) -> Error {
+    let missing = door.manager.credentials_missing();
+    super::errors::auth_required_because(&missing)
+        .data(json!({"message": missing.to_string(), "authMethods": [API_KEY_METHOD]}))
 }
 
 /// `authenticate`: succeeds when a key is found (the agent cannot ask for one itself).
@@ -94,6 +97,6 @@ pub fn authenticate(door: &Door, req: &AuthenticateRequest) -> Result<Authentica
     if signed_in(door) {
         Ok(AuthenticateResponse::new())
     } else {
-        Err(auth_required())
+        Err(auth_required(door))
     }
 }

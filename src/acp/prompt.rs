@@ -189,11 +189,11 @@ impl Follow {
                         }
                         Effect::TurnEnded(end) => {
                             pending.abort_all();
-                            return self.answer(&end);
+                            return answer(Some(&end), self.guard.cancelled());
                         }
                         Effect::SessionEnded => {
                             pending.abort_all();
-                            return Ok(PromptResponse::new(StopReason::Cancelled));
+                            return answer(None, self.guard.cancelled());
                         }
                         Effect::Ask { .. } | Effect::Permission { .. } => {}
                     }
@@ -211,18 +211,24 @@ impl Follow {
         self.cx
             .send_notification(SessionNotification::new(self.sid.clone(), update))
     }
+}
 
-    /// The prompt's answer for the turn's ending: ACP wants `cancelled` for a prompt the
-    /// client cancelled, whatever its turn then did.
-    fn answer(&self, end: &TurnEnd) -> Result<PromptResponse, Error> {
-        match end.status {
-            _ if self.guard.cancelled() => Ok(PromptResponse::new(StopReason::Cancelled)),
-            TurnStatus::Completed => Ok(PromptResponse::new(StopReason::EndTurn)),
-            TurnStatus::Cancelled => Ok(PromptResponse::new(StopReason::Cancelled)),
-            TurnStatus::Failed
-            | TurnStatus::TimedOut
-            | TurnStatus::Interrupted
-            | TurnStatus::BudgetExhausted => Err(turn_failed(end)),
-        }
+/// The prompt's answer for how its turn ended (`end`, the engine's verdict; `None` when the
+/// session ended before the turn started): `end_turn` for a completed turn, `cancelled` for a
+/// cancelled one, else the JSON-RPC error of [`turn_failed`]. ACP wants `cancelled` for a
+/// prompt the client cancelled (`client_cancelled`), whatever its turn then did. Pure: the
+/// cross-door verdict test (`tests/turn_verdicts.rs`) runs it on the same logs as the others.
+pub fn answer(end: Option<&TurnEnd>, client_cancelled: bool) -> Result<PromptResponse, Error> {
+    let Some(end) = end else {
+        return Ok(PromptResponse::new(StopReason::Cancelled));
+    };
+    match end.status {
+        _ if client_cancelled => Ok(PromptResponse::new(StopReason::Cancelled)),
+        TurnStatus::Completed => Ok(PromptResponse::new(StopReason::EndTurn)),
+        TurnStatus::Cancelled => Ok(PromptResponse::new(StopReason::Cancelled)),
+        TurnStatus::Failed
+        | TurnStatus::TimedOut
+        | TurnStatus::Interrupted
+        | TurnStatus::BudgetExhausted => Err(turn_failed(end)),
     }
 }

@@ -1,6 +1,7 @@
 //! The `/v1` HTTP API: routes, SSE, auth, CORS, body limits and problem documents
 //! (`docs/http-api.md`), and the inspector page at `/ui/` (`ui.rs`, a `/v1` client). The only
-//! layer that knows about HTTP.
+//! HTTP server; the terminal client's `--url` transport (`term/remote.rs`) is an HTTP client of
+//! it, and nothing below the doors knows about HTTP.
 
 mod acp;
 mod acp_ws;

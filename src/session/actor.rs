@@ -18,13 +18,12 @@ use super::info::{EndState, SessionStatus};
 use super::message::UserMessage;
 use super::observe::PendingShare;
 use super::queue::MessageQueue;
-use super::record::{now_ms, to_record, RecordOf, Shared};
+use super::record::{now_ms, Shared};
 use super::turn::StopReason;
 use super::{SessionError, SessionSettings};
 use crate::agent::AgentProcess;
 use crate::codebuff::{CodebuffConverter, DecidedBy, PermissionMode};
 use crate::store::RunningProcess;
-use crate::sync::LockExt;
 use crate::universal::{
     format_time, EventData, EventDraft, SessionEndReason, SessionEndedData, TerminatedBy,
 };
@@ -56,13 +55,13 @@ pub(crate) struct Actor {
     pub(super) queue: MessageQueue,
     pub(super) rx: mpsc::Receiver<Command>,
     /// Whether this engine owns the session in the store (see `owner.rs`).
-    owned: Arc<std::sync::atomic::AtomicBool>,
-    routing: Arc<tokio::sync::Mutex<()>>,
+    pub(super) owned: Arc<std::sync::atomic::AtomicBool>,
+    pub(super) routing: Arc<tokio::sync::Mutex<()>>,
     pub(super) drafts: Vec<EventDraft>,
     /// Replies owed once the running turn has ended (terminate, shutdown).
     pub(super) waiting: Vec<oneshot::Sender<()>>,
     pub(super) exit: bool,
-    created_at: u64,
+    pub(super) created_at: u64,
     origin: Origin,
     /// Whether the store's write queue has room (a store whose appends can wait; see
     /// [`crate::store::EventStore::room`]).
@@ -75,7 +74,7 @@ pub(crate) struct Actor {
     pending: PendingShare,
     /// The running turn's agent process as last recorded (status changes rewrite the record
     /// with it, so other engines' lists see `awaiting_input`).
-    recorded_process: std::sync::Mutex<Option<RunningProcess>>,
+    pub(super) recorded_process: std::sync::Mutex<Option<RunningProcess>>,
 }
 
 impl Actor {
@@ -154,35 +153,7 @@ impl Actor {
         }
     }
 
-    /// Lets the session go (owner `""` in the store) when nothing is left to do: no turn runs
-    /// (the caller says so), no message waits, no request is on its way (the manager hands
-    /// requests over under `routing`). Any engine may then take the session; this actor stays
-    /// as it is, to be woken if this engine takes it again while the log has not moved.
-    async fn release_if_idle(&mut self) {
-        use std::sync::atomic::Ordering;
-        if !self.owned.load(Ordering::SeqCst) || self.store_failure.is_some() {
-            return;
-        }
-        let routing = self.routing.clone();
-        let _routing = routing.lock().await;
-        if !self.rx.is_empty() || (self.ended().is_none() && self.queue.len() > 0) {
-            return;
-        }
-        let store = self.ctx.store.clone();
-        let id = self.id.to_string();
-        let me = self.ctx.engine_id.clone();
-        let released =
-            tokio::task::spawn_blocking(move || store.coordination().claim(&id, &me, "")).await;
-        match released {
-            Ok(Ok(_)) => self.owned.store(false, Ordering::SeqCst),
-            Ok(Err(error)) => {
-                tracing::warn!(session = %self.id, %error, "cannot let the session go; it stays this engine's")
-            }
-            Err(_) => {}
-        }
-    }
-
-    fn ended(&self) -> Option<EndState> {
+    pub(super) fn ended(&self) -> Option<EndState> {
         self.shared.lock().end.clone()
     }
 
@@ -265,34 +236,6 @@ impl Actor {
             self.converter.pending_permission_count(),
         );
         true
-    }
-
-    /// Writes the session's record (with the running agent process, if any).
-    pub(super) fn persist(&self, running: Option<RunningProcess>) {
-        self.recorded_process.lock_unpoisoned().clone_from(&running);
-        self.persist_record(running);
-    }
-
-    /// Rewrites the record after a status change, keeping the recorded agent process.
-    pub(super) fn persist_status(&self) {
-        let running = self.recorded_process.lock_unpoisoned().clone();
-        self.persist_record(running);
-    }
-
-    fn persist_record(&self, running: Option<RunningProcess>) {
-        let live = self.shared.snapshot();
-        let record = to_record(RecordOf {
-            session_id: &self.id,
-            settings: &self.settings,
-            live: &live,
-            created_at: self.created_at,
-            running,
-            // Also adopts a restored session written before sessions had owners.
-            owner: &self.ctx.instance_id,
-        });
-        if let Err(error) = self.ctx.store.put_session(&record) {
-            tracing::error!(session = %self.id, %error, "saving the session record failed");
-        }
     }
 
     /// Queues a message, or refuses it when the session has ended.

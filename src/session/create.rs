@@ -20,6 +20,22 @@ use crate::store::StoreError;
 use crate::sync::{LockExt, RwLockExt};
 
 impl SessionManager {
+    /// Whether a session of `agent` can start now: it needs no key, or the daemon finds one
+    /// (the terminal's REPL warns before the first turn fails).
+    pub fn has_credential(&self, agent: AgentKind) -> bool {
+        self.ctx.agents.has_credential(agent, None)
+    }
+
+    /// The refusal of a session that needs a key when none is found: where the daemon looked,
+    /// where to get one, and the agent that needs none. Every door says the same (ACP's
+    /// `authenticate` too).
+    pub fn credentials_missing(&self) -> SessionError {
+        SessionError::CredentialsMissing {
+            places: crate::agent::credentials::places(self.ctx.agents.home.as_deref()),
+            get_one: crate::agent::credentials::GET_A_KEY,
+        }
+    }
+
     /// Creates a session: validates the request, makes sure its agent can run (installing the
     /// adapter's dependencies when missing), records `session.started` and starts its actor.
     /// Returns the new session's info.
@@ -41,10 +57,7 @@ impl SessionManager {
             .agents
             .has_credential(settings.agent, settings.api_key.as_deref())
         {
-            return Err(SessionError::CredentialsMissing {
-                places: crate::agent::credentials::places(self.ctx.agents.home.as_deref()),
-                get_one: crate::agent::credentials::GET_A_KEY,
-            });
+            return Err(self.credentials_missing());
         }
         if settings.agent == AgentKind::Codebuff {
             self.ctx

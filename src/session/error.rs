@@ -27,7 +27,13 @@ pub enum SessionError {
     InvalidRequest(String),
     #[error("agent `{agent}` is not installed: {how}")]
     AgentNotInstalled { agent: String, how: String },
-    #[error("no Codebuff credential: looked in {}; get a key at {}", .places.join(", "), .get_one)]
+    #[error(
+        "no Codebuff credential: looked in {}; get a key at {} (and set CODEBUFF_API_KEY), or \
+         try the mock agent, which needs none (`--agent mock`, or `\"agent\": \"mock\"` in a \
+         request)",
+        .places.join(", "),
+        .get_one
+    )]
     CredentialsMissing {
         places: Vec<String>,
         get_one: &'static str,

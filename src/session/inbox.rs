@@ -51,6 +51,8 @@ pub(crate) enum Request {
         mode: String,
     },
     Terminate,
+    /// Terminate, then delete the session and its log.
+    Delete,
 }
 
 impl Request {

@@ -11,6 +11,7 @@ mod ending;
 mod engines;
 mod error;
 mod follow;
+mod holding;
 mod inbox;
 mod info;
 mod manager;

@@ -449,6 +449,7 @@ impl SessionManager {
             }
             Request::SetMode { mode } => self.set_agent_mode(id, &mode).await,
             Request::Terminate => self.terminate(id).await,
+            Request::Delete => self.delete(id).await,
         }
     }
 }

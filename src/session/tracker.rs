@@ -69,6 +69,15 @@ impl TurnEnd {
         self.status.as_str().to_owned()
     }
 
+    /// True when the turn failed for want of a credential: none was found
+    /// (`credentials_missing`) or the backend refused it (`auth_failed`). Doors say so in their
+    /// own way (ACP's "authentication required", the terminal's exit status 3), so a client can
+    /// ask for a key instead of retrying.
+    pub fn needs_credentials(&self) -> bool {
+        self.status == TurnStatus::Failed
+            && matches!(self.cause().as_str(), "auth_failed" | "credentials_missing")
+    }
+
     /// Why the turn did not complete, in words: what the agent said about it (its last error)
     /// and how the turn ended (`said (ended)`, once when they are the same), else a sentence
     /// for the status.
@@ -296,12 +305,19 @@ mod tests {
             end.reason(),
             "the backend is down (the agent exited with 1)"
         );
+        assert!(!end.needs_credentials());
         let own = run(&[
             error("backend_error", "down"),
             ended(TurnStatus::Failed, Some("auth_failed"), Some("down")),
         ]);
         assert_eq!(own.cause(), "auth_failed");
         assert_eq!(own.reason(), "down");
+        assert!(own.needs_credentials());
+        let missing = run(&[
+            error("credentials_missing", "no key"),
+            ended(TurnStatus::Failed, None, Some("the agent could not start")),
+        ]);
+        assert!(missing.needs_credentials());
         let bare = run(&[ended(TurnStatus::TimedOut, None, None)]);
         assert_eq!(bare.cause(), "timed_out");
         assert_eq!(bare.reason(), "the turn timed out");

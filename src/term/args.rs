@@ -46,10 +46,18 @@ pub struct SessionArgs {
     /// The agent's working directory [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// `bypass`, `default` (ask before every tool that changes files or runs code),
-    /// `acceptEdits` or `plan` [default: the engine's; env CODEBUFFD_PERMISSION_MODE].
+    /// `default` (ask before every tool that changes files or runs code), `acceptEdits` (ask
+    /// before commands), `plan` (read-only) or `bypass` (never ask) [default: `default` when
+    /// someone is at a terminal to answer; otherwise — stderr not a terminal, or `--answers`
+    /// — the engine's, `bypass` unless configured; env CODEBUFFD_PERMISSION_MODE].
     #[arg(long, value_name = "MODE")]
     pub permission_mode: Option<String>,
+    /// `--permission-mode bypass`: the agent edits files and runs commands without asking.
+    #[arg(long)]
+    pub yolo: bool,
+    /// The credits the session may spend; a turn that reaches it is stopped (exit 3).
+    #[arg(long, value_name = "CREDITS")]
+    pub max_credits: Option<f64>,
     /// Per-turn timeout in seconds [default: the engine's; env CODEBUFFD_TIMEOUT].
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<f64>,
@@ -100,9 +108,15 @@ pub struct ResumeArgs {
     /// a terminal opens the REPL on the session; `-` reads it from stdin.
     #[arg(value_name = "SESSION_ID PROMPT", required_unless_present = "last")]
     pub words: Vec<String>,
-    /// Continue the most recently updated session.
+    /// Continue the most recently updated session of the current directory (`--cwd`).
     #[arg(long)]
     pub last: bool,
+    /// With `--last`: the most recently updated session of any directory.
+    #[arg(long, requires = "last")]
+    pub all: bool,
+    /// The directory whose last session `--last` continues [default: the current one].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
     #[command(flatten)]

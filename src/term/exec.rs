@@ -5,21 +5,19 @@
 //! cancelled.
 
 use std::io::{IsTerminal, Read, Write};
-use std::path::Path;
 
 use super::args::{ExecArgs, OutputArgs};
 use super::error::ClientError;
 use super::format::Style;
+use super::new_session::{create_request, warn_if_unguarded};
 use super::paint::Paint;
 use super::prompts::{AnswerBook, Asker};
 use super::render::Renderer;
 use super::runner::{fail, resolve, run_with_client};
-use super::settings::Settings;
 use super::transport::Transport;
 use super::turn::{self, Followed, Interrupts, TurnIo};
 use super::view::View;
 use super::visible::visible;
-use crate::session::CreateRequest;
 
 /// The prompt of `words`: joined, or read from stdin when empty or `-`.
 pub fn prompt_of(words: &[String]) -> Result<String, ClientError> {
@@ -55,34 +53,6 @@ pub fn interactive() -> bool {
     std::io::stderr().is_terminal() && std::fs::File::open("/dev/tty").is_ok()
 }
 
-/// A new session's settings from the client's: the agent works in `cwd`, else the current
-/// directory.
-pub fn create_request(
-    settings: &Settings,
-    cwd: Option<&Path>,
-) -> Result<CreateRequest, ClientError> {
-    let dir = match cwd {
-        Some(dir) => dir.to_path_buf(),
-        None => std::env::current_dir()
-            .map_err(|e| ClientError::usage(format!("no current directory: {e}")))?,
-    };
-    let dir = dir.canonicalize().map_err(|e| {
-        ClientError::usage(format!(
-            "the directory {} is not usable: {e}",
-            dir.display()
-        ))
-    })?;
-    Ok(CreateRequest {
-        agent: settings.agent.clone(),
-        agent_mode: settings.mode.clone(),
-        permission_mode: settings.permission_mode.clone(),
-        model: settings.model.clone(),
-        directory: Some(dir.display().to_string()),
-        timeout_seconds: settings.timeout,
-        ..CreateRequest::default()
-    })
-}
-
 /// `codebuffd exec`.
 pub fn exec(args: ExecArgs) -> u8 {
     let (settings, paint) = match resolve(&args.client, &args.session) {
@@ -96,9 +66,14 @@ pub fn exec(args: ExecArgs) -> u8 {
     let tty = std::io::stderr().is_terminal();
     run_with_client(&settings, paint, async |client| {
         let asker = asker(&args.output, interactive())?;
-        let req = create_request(&settings, args.session.cwd.as_deref())?;
+        let at_terminal = matches!(asker, Asker::Terminal);
+        let req = create_request(&settings, args.session.cwd.as_deref(), &prompt, at_terminal)?;
         let id = uuid::Uuid::new_v4().to_string();
         client.create(&id, &req).await?;
+        if at_terminal {
+            let mode = req.permission_mode.as_deref().unwrap_or_default();
+            warn_if_unguarded(&mut View::new(paint, tty, false), mode);
+        }
         one_turn(client, &id, &prompt, &args.output, &asker, paint, tty).await
     })
 }

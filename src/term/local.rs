@@ -14,7 +14,9 @@ use super::error::ClientError;
 use super::transport::{Events, Transport};
 use crate::config::DaemonConfig;
 use crate::engine::Engine;
-use crate::session::{CreateRequest, LoggedEvent, PermissionReply, SessionInfo, SessionManager};
+use crate::session::{
+    AgentKind, CreateRequest, LoggedEvent, PermissionReply, SessionInfo, SessionManager,
+};
 
 /// The running in-process engine.
 pub struct Local {
@@ -138,6 +140,13 @@ impl Transport for Local {
 
     async fn delete(&self, id: &str) -> Result<(), ClientError> {
         Ok(self.manager().delete(id).await?)
+    }
+
+    async fn has_credential(&self, agent: &str) -> Result<bool, ClientError> {
+        let kind = AgentKind::parse(agent).ok_or_else(|| {
+            ClientError::usage(format!("the agent `{agent}` is not `codebuff` or `mock`"))
+        })?;
+        Ok(self.manager().has_credential(kind))
     }
 
     async fn set_mode(&self, id: &str, mode: &str) -> Result<(), ClientError> {

@@ -5,12 +5,14 @@
 //! command runs through `runner.rs` (`run_with_client`).
 //!
 //! One concept per file: `args` (command lines), `settings` (their precedence), `connect`
-//! (which transport), `runner` (settings → engine → command → close → exit status), `render`
+//! (which transport), `new_session` (what a session is created with), `runner` (settings → engine → command → close → exit status), `render`
 //! (pure: events → pieces of output), `format` (the lines' text), `paint` (colour), `view`
-//! (stderr: spinner, streamed text), `visible` (agent text shown, never obeyed), `prompts` (questions and approvals), `turn` (one turn
+//! (stderr: spinner, streamed text), `visible` (agent text shown, never obeyed), `approval`
+//! (a permission request's command or diff), `prompts` (questions and approvals), `turn` (one turn
 //! followed to its end), `exec`, `resume`, `repl` and `line_editor`, `sessions`, `error` (exit
 //! statuses).
 
+pub mod approval;
 pub mod args;
 pub mod connect;
 pub mod echo;
@@ -19,6 +21,7 @@ pub mod exec;
 pub mod format;
 pub mod line_editor;
 pub mod local;
+pub mod new_session;
 pub mod paint;
 pub mod prompts;
 pub mod remote;

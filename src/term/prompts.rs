@@ -6,8 +6,11 @@
 //! Reading the terminal goes through the line editor on `/dev/tty` (never stdout, which carries
 //! only data), on a blocking thread; Ctrl-C at a prompt cancels the turn.
 
+use std::path::Path;
+
 use serde_json::Value;
 
+use super::approval::request_lines;
 use super::error::ClientError;
 use super::format::one_line;
 use super::format::Style;
@@ -239,11 +242,13 @@ impl Asker {
         }
     }
 
-    /// Gets the reply to a permission request.
+    /// Gets the reply to a permission request of a session whose agent works in `dir` (where
+    /// the files it wants to change are read, to show the change as a diff).
     pub async fn permission(
         &self,
         p: &PermissionData,
         view: &mut View,
+        dir: &Path,
     ) -> Result<PermissionAnswer, ClientError> {
         let meta = p.metadata.clone().unwrap_or(Value::Null);
         let tool = meta["toolName"]
@@ -277,13 +282,12 @@ impl Asker {
             }
             Asker::Terminal => {
                 view.stop_spinner();
-                // A command is shown whole (what `always` would allow too): the user approves
-                // exactly what they saw.
-                let shown = match meta["command"].as_str() {
-                    Some(_) => what.clone(),
-                    None => one_line(&what, 200),
-                };
-                view.notice(Style::Warn, &format!("⚠ {tool} wants to run: {shown}"));
+                // A command is shown whole (what `always` would allow too), a change as its
+                // diff: the user approves exactly what they saw.
+                let current = |path: &str| current_text(dir, path);
+                for (style, line) in request_lines(&tool, &meta, &current) {
+                    view.notice(style, &line);
+                }
                 if meta["command"].is_string() {
                     let always = match meta["alwaysPrefix"].as_str() {
                         Some(prefix) => format!("  [a]lways allows `{prefix} …` commands"),
@@ -305,6 +309,17 @@ impl Asker {
             }
         }
     }
+}
+
+/// The text of the file at `path` (relative to `dir`) as it is now; `None` when it does not
+/// exist or cannot be read (a daemon on another machine), or is too large to diff.
+fn current_text(dir: &Path, path: &str) -> Option<String> {
+    const MAX: u64 = 1024 * 1024;
+    let file = dir.join(path);
+    if std::fs::metadata(&file).ok()?.len() > MAX {
+        return None;
+    }
+    std::fs::read_to_string(file).ok()
 }
 
 #[cfg(test)]

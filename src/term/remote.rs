@@ -209,6 +209,28 @@ impl Transport for Remote {
         self.call(req).await.map(|_| ())
     }
 
+    /// `GET /v1/agents`: the agent's `credentialsAvailable`.
+    async fn has_credential(&self, agent: &str) -> Result<bool, ClientError> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Agent {
+            id: String,
+            credentials_available: bool,
+        }
+        #[derive(serde::Deserialize)]
+        struct Agents {
+            agents: Vec<Agent>,
+        }
+        let req = self.request(reqwest::Method::GET, self.url("/agents"));
+        let agents: Agents = self.json(req).await?;
+        agents
+            .agents
+            .into_iter()
+            .find(|a| a.id == agent)
+            .map(|a| a.credentials_available)
+            .ok_or_else(|| ClientError::usage(format!("the daemon has no agent `{agent}`")))
+    }
+
     /// `/v1` has no route for it: a daemon's sessions keep their mode.
     async fn set_mode(&self, _id: &str, _mode: &str) -> Result<(), ClientError> {
         Err(ClientError::usage(

@@ -7,25 +7,28 @@
 
 use super::args::OutputArgs;
 use super::error::{exit, ClientError};
-use super::exec::create_request;
-use super::format::cost_text;
-use super::format::Style;
+use super::format::{cost_text, one_line, Style};
 use super::line_editor::{LineEditor, Read};
+use super::new_session::{create_request, directory, permission_mode, warn_if_unguarded};
 use super::paint::Paint;
 use super::prompts::Asker;
 use super::render::Renderer;
-use super::resume::last_session;
+use super::resume::{last_session, where_it_works};
 use super::settings::Settings;
 use super::transport::Transport;
 use super::turn::{self, Followed, Interrupts, TurnIo};
 use super::view::View;
-use crate::session::AGENT_MODES;
+use crate::session::{AgentKind, AGENT_MODES};
+
+/// The width the banner's lines fit in.
+const BANNER: usize = 80;
 
 const HELP: &str = "\
 /help              this help
 /new               start a new session (the next line is its first turn)
 /sessions          list the sessions
-/resume <id|last>  continue another session
+/resume <id|last>  continue another session (last: of this directory)
+/agent [<agent>]   codebuff or mock (a new session starts with the next line)
 /mode [<mode>]     build, free, max or plan (this session's next turns; new sessions)
 /cost              what this session has spent
 /cancel            cancel the session's running turn
@@ -48,7 +51,7 @@ pub async fn run(
         interrupts: Interrupts::new(),
         editor: LineEditor::load(),
     };
-    repl.banner();
+    repl.banner().await?;
     while let Some(line) = repl.next_line(paint).await? {
         let said = match line.strip_prefix('/') {
             Some(command) => match repl.command(command).await {
@@ -90,18 +93,55 @@ struct Repl<'t> {
 }
 
 impl Repl<'_> {
-    fn banner(&mut self) {
-        self.view.notice(
-            Style::Dim,
-            &format!(
-                "codebuffd chat — {} · agent {} · /help for commands, Ctrl-D to leave",
-                self.transport.describe(),
-                self.settings.agent
+    /// Where the REPL runs, on lines that fit 80 columns: the agent and how it asks for
+    /// permission, the engine, the commands; the session when it continues one; a warning when
+    /// the agent has no key.
+    async fn banner(&mut self) -> Result<(), ClientError> {
+        let (agent, mode) = match &self.session {
+            Some(id) => {
+                let info = self.transport.info(id).await?;
+                (info.agent, Some(info.permission_mode))
+            }
+            None => (
+                self.settings.agent.clone(),
+                permission_mode(&self.settings, true),
             ),
-        );
+        };
+        let asks = match mode.as_deref() {
+            Some("default") => "asks before edits and commands",
+            Some("acceptEdits") => "asks before commands",
+            Some("plan") => "read-only (plan)",
+            _ => "",
+        };
+        let head = format!("codebuffd chat · agent {agent} · {asks}");
+        self.view
+            .notice(Style::Bold, head.trim_end_matches([' ', '·']));
+        let engine = one_line(&self.transport.describe(), BANNER);
+        self.view.notice(Style::Dim, &engine);
+        self.view
+            .notice(Style::Dim, "/help for commands · Ctrl-D to leave");
         if let Some(id) = &self.session {
             self.view.notice(Style::Dim, &format!("session {id}"));
         }
+        if let Some(mode) = &mode {
+            warn_if_unguarded(&mut self.view, mode);
+        }
+        self.warn_if_no_key(&agent).await
+    }
+
+    /// Says, before the first turn fails, that `agent` has no key, and how to go on.
+    async fn warn_if_no_key(&mut self, agent: &str) -> Result<(), ClientError> {
+        if self.transport.has_credential(agent).await? {
+            return Ok(());
+        }
+        for line in [
+            "⚠ no Codebuff API key found: turns of the codebuff agent will fail.",
+            "  Get one at https://www.codebuff.com/api-keys and set CODEBUFF_API_KEY,",
+            "  or type /agent mock to try the mock agent, which needs none.",
+        ] {
+            self.view.notice(Style::Warn, line);
+        }
+        Ok(())
     }
 
     /// The next line typed that is not empty; `None` at Ctrl-D.
@@ -147,6 +187,14 @@ impl Repl<'_> {
                     .notice(Style::Plain, &format!("the next turn runs in {mode} mode"));
             }
             ("mode", Some(mode)) => self.set_mode(mode).await?,
+            ("agent", None) => {
+                let agent = self.agent().await?;
+                self.view.notice(
+                    Style::Plain,
+                    &format!("agent {agent} (/agent codebuff or /agent mock to switch)"),
+                );
+            }
+            ("agent", Some(agent)) => self.set_agent(agent).await?,
             ("cost", _) => self.cost().await?,
             ("cancel", _) => {
                 if let Some(id) = &self.session {
@@ -162,15 +210,48 @@ impl Repl<'_> {
         Ok(Flow::Continue)
     }
 
+    /// The agent the next turn runs: the session's, else the one new sessions get.
+    async fn agent(&self) -> Result<String, ClientError> {
+        match &self.session {
+            Some(id) => Ok(self.transport.info(id).await?.agent),
+            None => Ok(self.settings.agent.clone()),
+        }
+    }
+
+    /// `/agent <agent>`: new sessions run it; a session of another agent is left (its agent
+    /// is fixed), the next line starts a new one.
+    async fn set_agent(&mut self, agent: &str) -> Result<(), ClientError> {
+        if AgentKind::parse(agent).is_none() {
+            return Err(ClientError::usage(format!(
+                "the agent `{agent}` is not `codebuff` or `mock`"
+            )));
+        }
+        if self.agent().await? != agent {
+            self.session = None;
+        }
+        self.settings.agent = agent.to_owned();
+        let next = if self.session.is_some() {
+            "this session runs it"
+        } else {
+            "a new session starts with your next line"
+        };
+        self.view
+            .notice(Style::Dim, &format!("agent {agent}: {next}"));
+        self.warn_if_no_key(agent).await
+    }
+
     /// `/resume <id|last>`.
     async fn resume(&mut self, which: &str) -> Result<(), ClientError> {
-        let id = if which == "last" {
-            last_session(self.transport).await?
+        let info = if which == "last" {
+            last_session(self.transport, Some(&directory(None)?)).await?
         } else {
-            self.transport.info(which).await?.session_id
+            self.transport.info(which).await?
         };
-        self.view.notice(Style::Dim, &format!("session {id}"));
-        self.session = Some(id);
+        self.view
+            .notice(Style::Dim, &format!("session {}", info.session_id));
+        self.view.notice(Style::Dim, &where_it_works(&info));
+        warn_if_unguarded(&mut self.view, &info.permission_mode);
+        self.session = Some(info.session_id);
         Ok(())
     }
 
@@ -246,13 +327,13 @@ impl Repl<'_> {
         Ok(())
     }
 
-    /// The session the next turn runs in, created now when there is none.
-    async fn session(&mut self) -> Result<String, ClientError> {
+    /// The session the next turn (`line`) runs in, created now when there is none.
+    async fn session(&mut self, line: &str) -> Result<String, ClientError> {
         if let Some(id) = &self.session {
             return Ok(id.clone());
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let req = create_request(&self.settings, None)?;
+        let req = create_request(&self.settings, None, line, true)?;
         self.transport.create(&id, &req).await?;
         self.session = Some(id.clone());
         Ok(id)
@@ -260,7 +341,7 @@ impl Repl<'_> {
 
     /// A line that is not a command: a turn of the session, followed to its end.
     async fn turn(&mut self, line: &str) -> Result<(), ClientError> {
-        let id = self.session().await?;
+        let id = self.session(line).await?;
         let mut renderer = Renderer::new(self.verbose, false);
         let io = TurnIo {
             view: &mut self.view,

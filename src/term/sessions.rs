@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use super::args::{SessionsArgs, SessionsCommand};
 use super::error::{exit, ClientError};
-use super::format::cost_text;
+use super::format::{cost_text, one_line};
 use super::local::Local;
 use super::paint::Paint;
 use super::render::{Piece, Renderer};
@@ -257,29 +257,50 @@ fn when(ms: u64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// The `list` table.
+/// The `list` table: which session is which (its title — the first prompt of the sessions
+/// the terminal creates — and the directory its agent works in) and where each stands.
 pub fn table(sessions: &[SessionInfo]) -> Vec<String> {
+    let home = std::env::var("HOME").ok().filter(|h| h.len() > 1);
     let mut lines = vec![format!(
-        "{:<36}  {:<8}  {:<14}  {:>5}  {:>22}  {}",
-        "ID", "AGENT", "STATUS", "TURNS", "COST", "UPDATED (UTC)"
+        "{:<36}  {:<19}  {:<14}  {:>5}  {:>8}  {:<8}  {:<30}  {}",
+        "ID", "UPDATED (UTC)", "STATUS", "TURNS", "CREDITS", "AGENT", "DIRECTORY", "TITLE"
     )];
     for s in sessions {
         lines.push(format!(
-            "{:<36}  {:<8}  {:<14}  {:>5}  {:>22}  {}",
+            "{:<36}  {:<19}  {:<14}  {:>5}  {:>8.2}  {:<8}  {:<30}  {}",
             s.session_id,
-            s.agent,
+            when(s.updated_at),
             s.status.as_str(),
             s.turns,
-            cost_text(s.cost),
-            when(s.updated_at)
+            s.cost.credits,
+            s.agent,
+            short_path(&s.directory, home.as_deref(), 30),
+            s.title
+                .as_deref()
+                .map_or_else(|| "-".to_owned(), |t| one_line(t, 50)),
         ));
     }
     lines
 }
 
+/// `path` with the home directory as `~`, its start cut (`…`) to at most `max` characters.
+fn short_path(path: &str, home: Option<&str>, max: usize) -> String {
+    let path = match home.and_then(|h| path.strip_prefix(h)) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("~{rest}"),
+        _ => path.to_owned(),
+    };
+    let count = path.chars().count();
+    if count <= max {
+        return path;
+    }
+    let tail: String = path.chars().skip(count - (max - 1)).collect();
+    format!("…{tail}")
+}
+
 fn details(s: &SessionInfo) -> Vec<(&'static str, String)> {
     let mut rows = vec![
         ("id", s.session_id.clone()),
+        ("title", s.title.clone().unwrap_or_else(|| "-".into())),
         ("agent", s.agent.clone()),
         ("status", s.status.as_str().to_owned()),
         ("mode", s.agent_mode.clone()),
@@ -296,4 +317,25 @@ fn details(s: &SessionInfo) -> Vec<(&'static str, String)> {
         rows.push(("budget", format!("{budget} credits, {remaining} left")));
     }
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_short() {
+        assert_eq!(
+            short_path("/home/me/src/app", Some("/home/me"), 30),
+            "~/src/app"
+        );
+        assert_eq!(
+            short_path("/home/meg/x", Some("/home/me"), 30),
+            "/home/meg/x"
+        );
+        assert_eq!(
+            short_path("/a/very/long/path/to/a/project", None, 12),
+            "…o/a/project"
+        );
+    }
 }

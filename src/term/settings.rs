@@ -49,8 +49,12 @@ pub struct Settings {
     pub agent: String,
     pub mode: Option<String>,
     pub model: Option<String>,
+    /// The permission mode new sessions ask for; `None`: none was set (flag, environment,
+    /// file), and the client decides (`default` at a terminal, else the engine's).
     pub permission_mode: Option<String>,
     pub timeout: Option<f64>,
+    /// The credit budget of new sessions (`--max-credits`).
+    pub max_credits: Option<f64>,
     /// The arguments the in-process engine is resolved from, as `codebuffd server` would.
     pub engine_args: ServerArgs,
     /// Where each of the above came from.
@@ -90,15 +94,27 @@ impl Settings {
         let agent = l
             .value::<String>("agent", session.agent.clone())?
             .unwrap_or_else(|| "codebuff".to_owned());
-        if crate::agent::AgentKind::parse(&agent).is_none() {
+        if crate::session::AgentKind::parse(&agent).is_none() {
             return Err(ConfigError(format!(
                 "the agent `{agent}` is not `codebuff` or `mock`"
             )));
         }
         let mode = l.value::<String>("mode", session.mode.clone())?;
         let model = l.value::<String>("model", session.model.clone())?;
-        let permission_mode =
-            l.value::<String>("permission_mode", session.permission_mode.clone())?;
+        let flag_mode = match (session.yolo, session.permission_mode.as_deref()) {
+            (true, Some(mode)) if mode != "bypass" => {
+                return Err(ConfigError(format!(
+                    "--yolo is --permission-mode bypass, not `{mode}`: give one of them"
+                )))
+            }
+            (true, _) => Some("bypass".to_owned()),
+            (false, mode) => mode.map(str::to_owned),
+        };
+        let permission_mode = l.value::<String>("permission_mode", flag_mode)?;
+        let max_credits = session.max_credits;
+        if max_credits.is_some_and(|c| !c.is_finite() || c < 0.0) {
+            return Err(ConfigError("--max-credits must be ≥ 0".into()));
+        }
         let timeout = l.value::<f64>("timeout", session.timeout)?;
         if timeout.is_some_and(|t| !t.is_finite() || t < 0.0) {
             return Err(ConfigError("the timeout must be ≥ 0 seconds".into()));
@@ -120,6 +136,7 @@ impl Settings {
             model,
             permission_mode,
             timeout,
+            max_credits,
             engine_args,
             sources: l.sources().clone(),
         })
@@ -160,7 +177,9 @@ impl Settings {
             ("model".into(), opt(&self.model), source("model")),
             (
                 "permission_mode".into(),
-                opt(&self.permission_mode),
+                self.permission_mode
+                    .clone()
+                    .unwrap_or_else(|| "- (default at a terminal, else the engine's)".to_owned()),
                 source("permission_mode"),
             ),
             (
@@ -189,7 +208,7 @@ impl Settings {
             ));
             rows.push((
                 "store".into(),
-                crate::store::redact_spec(&engine.store).to_string(),
+                crate::engine::redact_spec(&engine.store).to_string(),
                 s("store"),
             ));
         }

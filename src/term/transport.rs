@@ -66,6 +66,9 @@ pub trait Transport: Send + Sync {
 
     async fn delete(&self, id: &str) -> Result<(), ClientError>;
 
+    /// Whether a session of `agent` can start: it needs no key, or the engine finds one.
+    async fn has_credential(&self, agent: &str) -> Result<bool, ClientError>;
+
     /// Changes the agent mode of the session's next turns.
     async fn set_mode(&self, id: &str, mode: &str) -> Result<(), ClientError>;
 

@@ -8,6 +8,7 @@
 //! wait for its end; a second one within 2 s gives up waiting.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -114,10 +115,10 @@ pub async fn run(
         transport,
         id,
         io,
-        tracker: TurnTracker::new(),
-        in_turn: false,
+        watch: TurnWatch::default(),
         stopping: None,
         pieces: Vec::new(),
+        dir: None,
     };
     follower.follow(events, interrupts, started).await
 }
@@ -127,12 +128,12 @@ struct Follower<'a> {
     transport: &'a dyn Transport,
     id: &'a str,
     io: TurnIo<'a>,
-    tracker: TurnTracker,
-    /// The turn's `turn.started` was seen (earlier events belong to a turn queued before it).
-    in_turn: bool,
+    watch: TurnWatch,
     /// The client asked the engine to cancel the turn: when, and why.
     stopping: Option<(Instant, Stop)>,
     pieces: Vec<Piece>,
+    /// The session's directory, once a permission request needed it.
+    dir: Option<PathBuf>,
 }
 
 impl Follower<'_> {
@@ -188,17 +189,14 @@ impl Follower<'_> {
 
     /// Shows an event of the turn and answers what it asks; the verdict when it ended the turn.
     async fn event(&mut self, event: &UniversalEvent) -> Result<Option<TurnEnd>, ClientError> {
-        if !self.in_turn {
-            match event.data {
-                EventData::TurnStarted(_) => self.in_turn = true,
-                // The session ended before this turn started (it was queued): the turn is over.
-                EventData::SessionEnded(_) => {
-                    self.io.renderer.apply(event, &mut self.pieces);
-                    return Ok(self.tracker.take(&event.data).cloned());
-                }
-                // A turn queued ahead of this one.
-                _ => return Ok(None),
-            }
+        if !self.watch.admits(&event.data) {
+            // A turn queued ahead of this one.
+            return Ok(None);
+        }
+        if !self.watch.started() {
+            // The session ended before this turn started (it was queued): the turn is over.
+            self.io.renderer.apply(event, &mut self.pieces);
+            return Ok(self.watch.take(&event.data));
         }
         if self.io.json {
             let mut out = std::io::stdout().lock();
@@ -225,7 +223,13 @@ impl Follower<'_> {
                 report(&mut *self.io.view, answered);
             }
             EventData::PermissionRequested(p) => {
-                match self.io.asker.permission(p, &mut *self.io.view).await? {
+                let dir = self.directory().await?;
+                match self
+                    .io
+                    .asker
+                    .permission(p, &mut *self.io.view, &dir)
+                    .await?
+                {
                     PermissionAnswer::Reply(reply) => {
                         let answered = self
                             .transport
@@ -238,7 +242,16 @@ impl Follower<'_> {
             }
             _ => {}
         }
-        Ok(self.tracker.take(&event.data).cloned())
+        Ok(self.watch.take(&event.data))
+    }
+
+    /// The session's directory (asked once, at its first permission request).
+    async fn directory(&mut self) -> Result<PathBuf, ClientError> {
+        if self.dir.is_none() {
+            let info = self.transport.info(self.id).await?;
+            self.dir = Some(PathBuf::from(info.directory));
+        }
+        Ok(self.dir.clone().unwrap_or_default())
     }
 
     /// Ctrl-C at a question or an approval: the turn is cancelled.
@@ -249,28 +262,73 @@ impl Follower<'_> {
     }
 }
 
+/// Which of the session's events belong to the turn being followed, and the engine's verdict
+/// on it. The terminal follows the log from before its message was queued, so a turn queued
+/// ahead of it may go by first: its events are not this turn's. Pure (the cross-door verdict
+/// test, `tests/turn_verdicts.rs`, runs it on the same logs as the other doors).
+#[derive(Debug, Default)]
+pub struct TurnWatch {
+    tracker: TurnTracker,
+    /// The turn's `turn.started` was seen.
+    started: bool,
+}
+
+impl TurnWatch {
+    /// True when `data` is the followed turn's: from its `turn.started` on, or a
+    /// `session.ended` before it (which ends the turn that never started).
+    pub fn admits(&mut self, data: &EventData) -> bool {
+        match data {
+            _ if self.started => true,
+            EventData::TurnStarted(_) => {
+                self.started = true;
+                true
+            }
+            EventData::SessionEnded(_) => true,
+            _ => false,
+        }
+    }
+
+    /// True once the turn's `turn.started` was seen.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
+    /// Takes an admitted event; the verdict when it ended the turn.
+    pub fn take(&mut self, data: &EventData) -> Option<TurnEnd> {
+        self.tracker.take(data).cloned()
+    }
+}
+
 /// Says how a turn ended: why, when it did not complete (a cancel needs no reason: the user
 /// asked for it), and (with `closing`) the closing line — status, duration, the turn's and the
 /// session's cost, and how to resume.
 pub fn show_ending(view: &mut View, result: &TurnResult, id: &str, closing: bool) {
+    for (style, line) in ending_lines(result, id, closing) {
+        view.notice(style, &line);
+    }
+}
+
+/// The lines [`show_ending`] shows on stderr (pure).
+pub fn ending_lines(result: &TurnResult, id: &str, closing: bool) -> Vec<(Style, String)> {
     let end = &result.end;
+    let mut lines = Vec::new();
     match end.status {
         TurnStatus::Completed => {}
         TurnStatus::Cancelled if result.stopped_by.is_some() => {}
         // Cancelled by someone else: say who or what.
-        TurnStatus::Cancelled => view.notice(Style::Warn, &format!("codebuffd: {}", end.reason())),
-        _ => view.notice(Style::Error, &format!("codebuffd: {}", end.reason())),
+        TurnStatus::Cancelled => lines.push((Style::Warn, format!("codebuffd: {}", end.reason()))),
+        _ => lines.push((Style::Error, format!("codebuffd: {}", end.reason()))),
     }
     if closing {
-        let (style, line) = closing_line(
+        lines.push(closing_line(
             end.status,
             result.elapsed,
             end.turn_cost,
             end.session_cost,
             id,
-        );
-        view.notice(style, &line);
+        ));
     }
+    lines
 }
 
 /// An answer the engine refused (already answered, timed out): said, not fatal.
@@ -286,6 +344,8 @@ pub fn exit_code(result: &TurnResult) -> u8 {
         TurnStatus::Completed => exit::OK,
         TurnStatus::Cancelled => stopped_code(result.stopped_by),
         TurnStatus::BudgetExhausted => exit::BUDGET_OR_CREDENTIALS,
+        // No credential, or one the backend refused (as ACP's "authentication required").
+        TurnStatus::Failed if result.end.needs_credentials() => exit::BUDGET_OR_CREDENTIALS,
         TurnStatus::Failed | TurnStatus::TimedOut | TurnStatus::Interrupted => exit::FAILED,
     }
 }

@@ -13,6 +13,7 @@
 mod content;
 mod cost;
 mod data;
+mod diff;
 mod event;
 mod item;
 mod schema;
@@ -27,6 +28,7 @@ pub use data::{
     SessionEndedData, SessionMetadata, SessionStartedData, TerminatedBy, TurnData, TurnMetadata,
     TurnPhase, TurnStatus,
 };
+pub use diff::unified_diff;
 pub use event::{
     known_event_type, EventData, EventDraft, EventSource, RawLine, UniversalEvent, EVENT_TYPES,
 };

@@ -80,8 +80,13 @@ pub(super) async fn run(ctx: Arc<Context>, mut stop: watch::Receiver<bool>) {
     let mut inflight = JoinSet::new();
     let poll = ctx.settings.poll_interval();
     let mut quiet_until = 0u64;
+    let mut orphans_checked = 0u64;
     loop {
         while inflight.try_join_next().is_some() {}
+        if now_ms() >= orphans_checked + ORPHANS_EVERY_MS {
+            orphans_checked = now_ms();
+            release_orphans(&ctx).await;
+        }
         let free = slots.available_permits();
         let mut full = false;
         if free > 0 {
@@ -122,6 +127,37 @@ pub(super) async fn run(ctx: Arc<Context>, mut stop: watch::Receiver<bool>) {
     inflight.abort_all();
     while inflight.join_next().await.is_some() {}
     release(&ctx).await;
+}
+
+/// How often the claims of engines that died are looked for.
+const ORPHANS_EVERY_MS: u64 = 2_000;
+
+/// Releases the claims of engines that are gone (killed before they could release them), so
+/// their deliveries go out now rather than when the claims' lease runs out.
+async fn release_orphans(ctx: &Arc<Context>) {
+    let ctx = ctx.clone();
+    let released = tokio::task::spawn_blocking(move || {
+        let Some(outbox) = ctx.store.outbox() else {
+            return Ok(0);
+        };
+        let mut released = 0;
+        for owner in outbox.lease_owners()? {
+            if owner != ctx.owner && !ctx.store.coordination().engine_alive(&owner)? {
+                released += outbox.release(&owner)?;
+            }
+        }
+        Ok::<u64, crate::store::StoreError>(released)
+    })
+    .await;
+    match released {
+        Ok(Ok(0)) => {}
+        Ok(Ok(n)) => tracing::info!(
+            deliveries = n,
+            "took over the webhook claims of a stopped engine"
+        ),
+        Ok(Err(error)) => tracing::debug!(%error, "cannot look for orphaned webhook claims"),
+        Err(_) => {}
+    }
 }
 
 async fn claim(ctx: &Arc<Context>, limit: usize) -> Result<Vec<OutboxRow>, String> {

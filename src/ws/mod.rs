@@ -30,7 +30,7 @@ pub mod server;
 mod session;
 pub mod state;
 mod subscription;
-mod turn;
+pub mod turn;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

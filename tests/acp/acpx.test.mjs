@@ -8,9 +8,8 @@ import { createHash } from 'node:crypto'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import readline from 'node:readline'
 
-import { BIN, REPO, assertSessionGone, exited, sessionMembers, tempDir } from './harness.mjs'
+import { BIN, assertSessionGone, exited, fakeBackend, sessionMembers, tempDir } from './harness.mjs'
 
 const ACPX = path.join(import.meta.dirname, 'node_modules/.bin/acpx')
 
@@ -54,27 +53,30 @@ test('acpx exec: a one-shot prompt, its answer on stdout', async (t) => {
 })
 
 test('acpx exec with the codebuff agent against the fake backend', async (t) => {
-  const adapter = path.join(REPO, 'adapters/codebuff')
-  const backend = spawn('node', ['test/fake-backend.mjs', '--scenario', 'text', '--port', '0'], {
-    cwd: adapter,
-    stdio: ['pipe', 'pipe', 'ignore'],
-  })
-  t.after(async () => {
-    backend.kill('SIGTERM')
-    await exited(backend).catch(() => backend.kill('SIGKILL'))
-  })
-  const line = await new Promise((resolve) =>
-    readline.createInterface({ input: backend.stdout }).once('line', resolve),
-  )
+  const backend = await fakeBackend(t, 'text')
   const data = tempDir(t, 'data')
   const work = tempDir(t, 'work')
   const run = await acpx(
     t,
     ['--agent', `${BIN} acp --data-dir ${data}`, '--format', 'quiet', '--cwd', work, 'exec', 'Say hello.'],
-    { env: { CODEBUFFD_TEST_BACKEND_URL: JSON.parse(line).url, CODEBUFF_API_KEY: 'test-key' } },
+    { env: { CODEBUFFD_TEST_BACKEND_URL: backend.url, CODEBUFF_API_KEY: 'test-key' } },
   )
   assert.equal(run.code, 0, run.stderr)
   assert.equal(run.stdout.trim(), 'Hello from the fake model.')
+})
+
+test('acpx exec without a key shows where to get one and the mock', async (t) => {
+  const data = tempDir(t, 'data')
+  const work = tempDir(t, 'work')
+  const run = await acpx(
+    t,
+    ['--agent', `${BIN} acp --data-dir ${data}`, '--format', 'quiet', '--cwd', work, 'exec', 'Say hello.'],
+    { env: { CODEBUFF_API_KEY: '' } },
+  )
+  assert.notEqual(run.code, 0)
+  const said = run.stdout + run.stderr
+  assert.match(said, /https:\/\/www\.codebuff\.com\/api-keys/)
+  assert.match(said, /--agent mock/)
 })
 
 /** What the mock agent's `spend 10` says (its deltas; a turn of half a second). */

@@ -3,44 +3,10 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import readline from 'node:readline'
 
-import { AcpAgent, REPO, acp, agentText, exited, tempDir, thoughtText, toolCalls } from './harness.mjs'
-
-const ADAPTER = path.join(REPO, 'adapters/codebuff')
-
-/** Starts the fake backend for `scenario`; stopped when the test ends. */
-async function fakeBackend(t, scenario) {
-  assert.ok(
-    fs.existsSync(path.join(ADAPTER, 'node_modules/@codebuff/sdk')),
-    `run \`npm ci\` in ${ADAPTER} first`,
-  )
-  const child = spawn('node', ['test/fake-backend.mjs', '--scenario', scenario, '--port', '0'], {
-    cwd: ADAPTER,
-    stdio: ['pipe', 'pipe', process.env.CODEBUFFD_TEST_LOG ? 'inherit' : 'ignore'],
-  })
-  t.after(async () => {
-    child.kill('SIGTERM')
-    await exited(child).catch(() => child.kill('SIGKILL'))
-  })
-  const line = await new Promise((resolve, reject) => {
-    readline.createInterface({ input: child.stdout }).once('line', resolve)
-    child.once('exit', () => reject(new Error('the fake backend exited')))
-  })
-  const url = JSON.parse(line).url
-  return {
-    url,
-    async chatRequests() {
-      const all = await (await fetch(`${url}/__requests`)).json()
-      return all
-        .filter((r) => r.method === 'POST' && r.path === '/api/v1/chat/completions')
-        .map((r) => r.body)
-    },
-  }
-}
+import { AcpAgent, acp, agentText, fakeBackend, tempDir, thoughtText, toolCalls } from './harness.mjs'
 
 /** `codebuffd acp` (the codebuff agent) talking to `backend`, with a scratch HOME. */
 async function codebuffAgent(t, backend, options = {}) {
@@ -181,9 +147,15 @@ test('codebuff: a 402 fails the prompt with out_of_credits, a 500 with backend_e
 test('codebuff: without any key, session/new asks for authentication', async (t) => {
   const backend = await fakeBackend(t, 'text')
   const agent = await codebuffAgent(t, backend, { env: { CODEBUFF_API_KEY: '' } })
+  // The message itself says where to get a key and names the mock (clients such as acpx show
+  // only the message), as the terminal and HTTP do.
   await assert.rejects(
     agent.request(acp.methods.agent.authenticate, { methodId: 'codebuff-api-key' }),
-    (e) => e.code === -32000,
+    (e) =>
+      e.code === -32000 &&
+      e.message.startsWith('Authentication required: no Codebuff credential') &&
+      e.message.includes('https://www.codebuff.com/api-keys') &&
+      e.message.includes('--agent mock'),
   )
   await assert.rejects(
     agent.request(acp.methods.agent.session.new, { cwd: tempDir(t, 'work'), mcpServers: [] }),

@@ -4,90 +4,34 @@
 //
 // Every agent is started in a process session of its own (`detached`), so everything it spawns
 // (agents, their children) carries its session id; `stop()` asserts none of them outlives it.
+// What the Node suites share (the binary, scratch directories, process checks, the adapter's
+// fake backend) is `tests/support/harness.mjs`.
 
 import { spawn } from 'node:child_process'
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { Readable, Writable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import assert from 'node:assert/strict'
 
 import * as acp from '@agentclientprotocol/sdk'
 
+import {
+  BIN,
+  REPO,
+  assertSessionGone,
+  exited,
+  fakeBackend,
+  sessionMembers,
+  tempDir as scratchDir,
+} from '../support/harness.mjs'
+
 export { acp }
 
-export const REPO = path.resolve(import.meta.dirname, '../..')
-/** The binary under test: `CODEBUFFD_BIN`, else the debug build where cargo puts it
- * (`CARGO_TARGET_DIR`, relative to the checkout, or `target/`). */
-export const BIN =
-  process.env.CODEBUFFD_BIN ??
-  path.resolve(REPO, process.env.CARGO_TARGET_DIR ?? 'target', 'debug/codebuffd')
-if (!fs.existsSync(BIN)) {
-  throw new Error(`no codebuffd at ${BIN}: run \`cargo build\` (or set CODEBUFFD_BIN)`)
-}
+export { REPO, BIN, sessionMembers, assertSessionGone, exited, fakeBackend }
 export const LIMIT_MS = 60_000
 
 /** A scratch directory, removed when the test ends. */
 export function tempDir(t, tag) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `codebuffd-acp-${tag}-`))
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
-
-/** The pids of the live (not zombie) members of process session `sid`. */
-export function sessionMembers(sid) {
-  const pids = []
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    let stat
-    try {
-      stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8')
-    } catch {
-      continue
-    }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    // fields[0] is the state, fields[3] the session id.
-    if (Number(fields[3]) === sid && fields[0] !== 'Z') pids.push(Number(entry))
-  }
-  return pids
-}
-
-/** Waits until nothing is left in process session `sid`; fails with what is left. */
-export async function assertSessionGone(sid, limitMs = 10_000) {
-  const deadline = Date.now() + limitMs
-  let left = sessionMembers(sid)
-  while (left.length > 0 && Date.now() < deadline) {
-    await sleep(25)
-    left = sessionMembers(sid)
-  }
-  assert.deepEqual(left, [], `processes left in session ${sid}: ${describe(left)}`)
-}
-
-function describe(pids) {
-  return pids
-    .map((p) => {
-      try {
-        return `${p} ${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replaceAll('\0', ' ')}`
-      } catch {
-        return `${p}`
-      }
-    })
-    .join('; ')
-}
-
-/** Waits for `child` to exit; its exit code (or signal name). */
-export function exited(child, limitMs = 20_000) {
-  if (child.exitCode !== null || child.signalCode !== null) {
-    return Promise.resolve(child.exitCode ?? child.signalCode)
-  }
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`pid ${child.pid} did not exit`)), limitMs)
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer)
-      resolve(code ?? signal)
-    })
-  })
+  return scratchDir(t, `acp-${tag}`)
 }
 
 /** Spawns `codebuffd acp` in a session of its own. */

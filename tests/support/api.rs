@@ -94,3 +94,19 @@ pub fn assert_problem_response(
     assert_problem_body(what, &body, status, kind);
     body
 }
+
+/// The response's JSON body, after checking that its status is `status` (a failure names the
+/// URL and shows the body).
+pub async fn json_of(resp: reqwest::Response, status: u16) -> Value {
+    let url = resp.url().to_string();
+    let got = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    assert_eq!(got, status, "{url}: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{url}: not JSON ({e}): {text}"))
+}
+
+/// The response's status and JSON body (`null` when it has none, or none that parses).
+pub async fn status_and_json(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}

@@ -9,6 +9,8 @@ pub mod daemon;
 pub mod events;
 pub mod fake_backend;
 pub mod invariants;
+pub mod mock;
+pub mod permissions;
 pub mod procs;
 pub mod receiver;
 pub mod sse;

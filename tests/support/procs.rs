@@ -34,3 +34,11 @@ pub fn process_group(pid: i32) -> Option<i32> {
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split_whitespace().nth(2)?.parse().ok()
 }
+
+/// True while `pid` exists and is not a zombie.
+pub fn alive(pid: impl std::fmt::Display) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim().to_owned()))
+        .is_some_and(|rest| !rest.starts_with(['Z', 'X']))
+}

@@ -39,4 +39,5 @@ for _ in $(seq 200); do
 done
 [[ -n "$url" ]] || { echo "codebuffd did not announce its address" >&2; exit 1; }
 
-python3 tests/ws/smoke.py "$url" "$token"
+# $PYTHON: a Python with `websockets` (.ci/run passes its virtual environment's).
+"${PYTHON:-python3}" tests/ws/smoke.py "$url" "$token"
