@@ -70,12 +70,14 @@ impl PgShared {
         })
     }
 
-    fn with<T>(
+    fn with<T: Send>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send,
     ) -> Result<T, StoreError> {
-        let mut conn = self.conn.lock_unpoisoned();
-        f(conn.client()?).map_err(backend)
+        off_runtime(|| {
+            let mut conn = self.conn.lock_unpoisoned();
+            f(conn.client()?).map_err(backend)
+        })
     }
 
     /// Tells every listener something changed (a claim, the inbox).
@@ -180,14 +182,16 @@ struct PgLease {
 
 impl Lease for PgLease {
     fn announce_url(&self, url: &str) -> Result<(), StoreError> {
-        let mut conn = self.conn.lock_unpoisoned();
-        conn.client()?
-            .execute(
-                "UPDATE engines SET url = $2 WHERE engine_id = $1",
-                &[&self.engine_id, &url],
-            )
-            .map_err(backend)?;
-        Ok(())
+        off_runtime(|| {
+            let mut conn = self.conn.lock_unpoisoned();
+            conn.client()?
+                .execute(
+                    "UPDATE engines SET url = $2 WHERE engine_id = $1",
+                    &[&self.engine_id, &url],
+                )
+                .map_err(backend)?;
+            Ok(())
+        })
     }
 }
 
@@ -198,14 +202,30 @@ impl Drop for PgLease {
             heartbeat.thread().unpark();
             let _ = heartbeat.join();
         }
-        let mut conn = self.conn.lock_unpoisoned();
-        if let Ok(client) = conn.client() {
-            let _ = client.execute(
-                "DELETE FROM engines WHERE engine_id = $1",
-                &[&self.engine_id],
-            );
-        }
+        off_runtime(|| {
+            let mut conn = self.conn.lock_unpoisoned();
+            if let Ok(client) = conn.client() {
+                let _ = client.execute(
+                    "DELETE FROM engines WHERE engine_id = $1",
+                    &[&self.engine_id],
+                );
+            }
+        });
     }
+}
+
+/// Runs `f`, which uses the sync Postgres client, where that client may block. The client
+/// drives a runtime of its own and panics ("Cannot start a runtime from within a runtime") on
+/// a thread inside a tokio runtime — an engine registering from `async fn main`, an HTTP
+/// handler listing the engines or loading a record — so there `f` runs on a scoped thread.
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
 }
 
 fn to_i64(n: u64) -> i64 {
