@@ -24,7 +24,7 @@ use super::batched::{foreign_followed, Logs};
 use super::coordination::{
     Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery,
 };
-use super::postgres::{backend, record_from_row, PgConn, SELECT_RECORD};
+use super::postgres::{backend, off_runtime, record_from_row, PgConn, SELECT_RECORD};
 use super::row::to_u64;
 use super::{SessionRecord, StoreError};
 use crate::sync::{LockExt, RwLockExt};
@@ -212,20 +212,6 @@ impl Drop for PgLease {
             }
         });
     }
-}
-
-/// Runs `f`, which uses the sync Postgres client, where that client may block. The client
-/// drives a runtime of its own and panics ("Cannot start a runtime from within a runtime") on
-/// a thread inside a tokio runtime — an engine registering from `async fn main`, an HTTP
-/// handler listing the engines or loading a record — so there `f` runs on a scoped thread.
-fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return f();
-    }
-    std::thread::scope(|s| match s.spawn(f).join() {
-        Ok(value) => value,
-        Err(panic) => std::panic::resume_unwind(panic),
-    })
 }
 
 fn to_i64(n: u64) -> i64 {
