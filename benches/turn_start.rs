@@ -1,8 +1,10 @@
 //! How fast a Codebuff turn starts: the time from `POST …/messages` to the first event the agent
 //! produced (its `start`), through the real daemon, the real adapter and SDK, against the fake
-//! backend, on a small project. Run twice: with warm spares (the default) and without
-//! (`--no-warm-start`, every turn starts Node and imports the SDK). Also prints the memory an
-//! idle spare costs.
+//! backend, on a small project. Run three times: with warm spares (the default), without
+//! (`--no-warm-start`, every turn starts Node and imports the SDK), and with spares that retire
+//! (`--warm-spare-idle 1`): each turn then is the first turn of a new session created 2.5 s
+//! after the last turn, when the spare has retired (checked) and comes back with the session
+//! (checked). Also prints the memory an idle spare costs.
 //!
 //! ```text
 //! cargo bench --bench turn_start            # TURNS=20 by default
@@ -66,7 +68,34 @@ struct Run {
     spare_rss: Option<u64>,
 }
 
-async fn run(warm: bool, turns: usize) -> Run {
+/// How the daemon keeps its spares.
+#[derive(Clone, Copy, PartialEq)]
+enum Spares {
+    /// The default: a spare always waits.
+    Warm,
+    /// `--no-warm-start`.
+    Cold,
+    /// `--warm-spare-idle 1`: each turn is the first of a new session, created after the
+    /// spare retired.
+    Retired,
+}
+
+/// The pid of the codebuff spare `GET /v1/agents` reports, and its resident memory.
+async fn spare(http: &reqwest::Client, base: &str) -> (Option<u64>, Option<u64>) {
+    let agents: Value = http
+        .get(format!("{base}/v1/agents"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let spare = &agents["agents"][0]["warmSpare"];
+    (spare["pid"].as_u64(), spare["rssBytes"].as_u64())
+}
+
+async fn run(spares: Spares, turns: usize) -> Run {
+    let warm = spares == Spares::Warm;
     let (backend, line) = start({
         let mut cmd = Command::new("node");
         cmd.arg(adapter_dir().join("test/fake-backend.mjs"))
@@ -94,14 +123,20 @@ async fn run(warm: bool, turns: usize) -> Run {
         .env("CODEBUFFD_TEST_BACKEND_URL", &backend_url)
         .env("CODEBUFF_API_KEY", "bench-key")
         .env("HOME", &scratch);
-    if !warm {
-        cmd.arg("--no-warm-start");
+    match spares {
+        Spares::Warm => {}
+        Spares::Cold => {
+            cmd.arg("--no-warm-start");
+        }
+        Spares::Retired => {
+            cmd.args(["--warm-spare-idle", "1"]);
+        }
     }
     let (daemon, ready) = start(cmd);
     let ready: Value = serde_json::from_str(&ready).expect("ready line");
     let base = ready["url"].as_str().expect("url").to_owned();
     let http = reqwest::Client::new();
-    let s = format!("{base}/v1/sessions/bench");
+    let mut s = format!("{base}/v1/sessions/bench");
     let resp = http
         .post(&s)
         .json(&json!({"agent": "codebuff", "directory": project}))
@@ -115,17 +150,33 @@ async fn run(warm: bool, turns: usize) -> Run {
     let mut spare_rss = None;
     for turn in 0..turns {
         // Give the spare (or the machine) the pause a real user's turns have.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if warm && spare_rss.is_none() && turn > 0 {
-            let agents: Value = http
-                .get(format!("{base}/v1/agents"))
+        if spares == Spares::Retired {
+            // An idle daemon: its spare retires...
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            assert_eq!(
+                spare(&http, &base).await.0,
+                None,
+                "the spare did not retire before turn {turn}"
+            );
+            // ...and comes back with the next session, whose first turn is measured.
+            s = format!("{base}/v1/sessions/bench-{turn}");
+            let resp = http
+                .post(&s)
+                .json(&json!({"agent": "codebuff", "directory": project}))
                 .send()
                 .await
-                .unwrap()
-                .json()
-                .await
                 .unwrap();
-            spare_rss = agents["agents"][0]["warmSpare"]["rssBytes"].as_u64();
+            assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
+            seen = 1;
+            assert!(
+                spare(&http, &base).await.0.is_some(),
+                "no spare came back with the session of turn {turn}"
+            );
+        } else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        if warm && spare_rss.is_none() && turn > 0 {
+            spare_rss = spare(&http, &base).await.1;
         }
         let sent = Instant::now();
         let resp = http
@@ -214,10 +265,12 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut warm = runtime.block_on(run(true, turns));
-    let mut cold = runtime.block_on(run(false, turns));
+    let mut warm = runtime.block_on(run(Spares::Warm, turns));
+    let mut cold = runtime.block_on(run(Spares::Cold, turns));
+    let mut retired = runtime.block_on(run(Spares::Retired, turns));
     let warm_p50 = report("warm", &mut warm);
     report("cold", &mut cold);
+    report("retired", &mut retired);
     match warm.spare_rss {
         Some(rss) => println!(
             "idle spare: {:.0} MiB resident (VmRSS of the waiting adapter)",

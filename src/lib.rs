@@ -22,12 +22,15 @@
 //! * Beside every layer, for the process as a whole: [`secrets`] (the key and token kept out of
 //!   `/proc`, first thing in `main`), [`private_files`] (the data directory is the daemon
 //!   user's alone).
-//! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches.
+//! * [`commands`] (one per subcommand), [`cli`] and [`config`] on top; `main.rs` dispatches
+//!   (after [`allocator`] tuned malloc for the long-lived commands; the server releases the
+//!   code only starting needed with [`startup_pages`] once it is up).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod acp;
 pub mod agent;
+pub mod allocator;
 pub mod cli;
 pub mod codebuff;
 pub mod commands;
@@ -40,6 +43,7 @@ pub mod private_files;
 pub mod scope;
 pub mod secrets;
 pub mod session;
+pub mod startup_pages;
 pub mod store;
 pub mod sync;
 pub mod term;

@@ -85,6 +85,7 @@ fn init_log_at(default: &str) {
 }
 
 fn run_server(args: ServerArgs, hidden: Option<&Hidden>) -> anyhow::Result<()> {
+    codebuffd::allocator::tune();
     init_log();
     if let Some(hidden) = hidden {
         hidden.log();
@@ -102,6 +103,7 @@ fn run_server(args: ServerArgs, hidden: Option<&Hidden>) -> anyhow::Result<()> {
 /// `codebuffd acp`: JSON-RPC on stdout, so the log (stderr) says only warnings unless
 /// `RUST_LOG` asks for more (an editor shows an agent's stderr).
 fn run_acp(args: &AcpArgs, hidden: Option<&Hidden>) -> anyhow::Result<()> {
+    codebuffd::allocator::tune();
     init_log_at("warn");
     if let Some(hidden) = hidden {
         hidden.log();

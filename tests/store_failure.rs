@@ -12,7 +12,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,39 +98,87 @@ async fn wait_health(d: &Daemon, want: u16, limit: Duration) -> Value {
     }
 }
 
-/// Every event an SSE client reads from `offset` 0 until `stop` is set, as (sequence, JSON).
-fn follow(d: &Daemon, id: &str) -> (tokio::task::JoinHandle<Vec<(u64, Value)>>, Arc<AtomicBool>) {
-    let stop = Arc::new(AtomicBool::new(false));
+/// What an SSE client read.
+#[derive(Default)]
+struct Read {
+    /// The events, as (sequence, JSON).
+    events: Vec<(u64, Value)>,
+    /// The data of an `event: error` message.
+    error: Option<Value>,
+    /// Whether the daemon closed the stream.
+    closed: bool,
+}
+
+/// Every message an SSE client reads after `Last-Event-ID` `after` until the stream closes or
+/// it has read the sequence `until` holds (0 until set: no limit).
+fn follow(d: &Daemon, id: &str, after: u64) -> (tokio::task::JoinHandle<Read>, Arc<AtomicU64>) {
+    let until = Arc::new(AtomicU64::new(0));
     let url = d.url(&format!("/v1/sessions/{id}/events/sse"));
     let http = d.http.clone();
-    let done = stop.clone();
+    let done = until.clone();
     let task = tokio::spawn(async move {
         use futures_util::StreamExt;
-        let mut seen = Vec::new();
-        let Ok(resp) = http.get(url).send().await else {
-            return seen;
+        let mut read = Read::default();
+        let request = http.get(url).header("last-event-id", after.to_string());
+        let Ok(resp) = request.send().await else {
+            return read;
         };
         let mut body = resp.bytes_stream();
         let mut buf = String::new();
-        while !done.load(Ordering::SeqCst) {
+        loop {
+            let until = done.load(Ordering::SeqCst);
+            if until > 0 && read.events.last().is_some_and(|(seq, _)| *seq >= until) {
+                break;
+            }
             let next = tokio::time::timeout(Duration::from_millis(200), body.next()).await;
             let chunk = match next {
                 Ok(Some(Ok(chunk))) => chunk,
-                Ok(_) => break,
+                Ok(None) => {
+                    read.closed = true;
+                    break;
+                }
+                Ok(Some(Err(_))) => break,
                 Err(_) => continue,
             };
             buf.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(end) = buf.find("\n\n") {
                 let block: String = buf.drain(..end + 2).collect();
-                if let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) {
-                    let event: Value = serde_json::from_str(data).expect("SSE data is JSON");
-                    seen.push((event["sequence"].as_u64().unwrap_or(0), event));
+                let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) else {
+                    continue;
+                };
+                let data: Value = serde_json::from_str(data).expect("SSE data is JSON");
+                if block.lines().any(|l| l == "event: error") {
+                    assert!(read.error.is_none(), "one error ends the stream");
+                    assert!(
+                        !block.contains("\nid:") && !block.starts_with("id:"),
+                        "{block}"
+                    );
+                    read.error = Some(data);
+                } else {
+                    assert!(read.error.is_none(), "nothing after the error: {block}");
+                    read.events
+                        .push((data["sequence"].as_u64().unwrap_or(0), data));
                 }
             }
         }
-        seen
+        read
     });
-    (task, stop)
+    (task, until)
+}
+
+/// Checks that an SSE stream ended with a `store_unavailable` error about session `id`.
+fn told_store_unavailable(read: &Read, id: &str) {
+    assert!(read.closed, "the daemon closed the stream");
+    let error = read
+        .error
+        .as_ref()
+        .expect("an error message ended the stream");
+    assert_eq!(
+        error["type"], "urn:sandbox-agent:error:store_unavailable",
+        "{error}"
+    );
+    assert_eq!(error["status"], 503, "{error}");
+    assert_eq!(error["sessionId"], id, "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +193,7 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
     d.create("full", json!({"agent": "mock"})).await;
     d.message("full", "echo before").await;
     d.wait_turns_ended("full", 1).await;
-    let (reader, stop_reader) = follow(&d, "full");
+    let (reader, _) = follow(&d, "full", 0);
 
     // A slow stream of deltas: the turn is well under way when the disk fills.
     d.message("full", "flood 100000 400").await;
@@ -167,6 +215,26 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
         .wait_status("full", "failed", Duration::from_secs(20))
         .await;
     assert_eq!(info["ended"], false);
+    // The live reader is told, and its stream closed: it does not wait in silence.
+    let first = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the live SSE stream ends while the log cannot be written")
+        .unwrap();
+    told_store_unavailable(&first, "full");
+    assert!(
+        first.events.len() > 60,
+        "the client saw the turn's events: {}",
+        first.events.len()
+    );
+    let seen_last = first.events.last().map_or(0, |(seq, _)| *seq);
+    // A reader that comes back meanwhile is told at once.
+    let (again, _) = follow(&d, "full", seen_last);
+    let again = tokio::time::timeout(Duration::from_secs(10), again)
+        .await
+        .expect("a new SSE stream ends at once while the log cannot be written")
+        .unwrap();
+    told_store_unavailable(&again, "full");
+    assert!(again.events.is_empty(), "{:?}", again.events);
     // While the disk stays full the daemon stays degraded: the store's probe writes real data
     // (an empty commit succeeded on the full disk, and health said `ok` most of the time),
     // and every create is refused, across several probes (one a second).
@@ -194,6 +262,10 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
         stored.last().and_then(|e| e["sequence"].as_u64()),
         "{info}"
     );
+    assert_eq!(
+        stored.last().and_then(|e| e["sequence"].as_u64()),
+        Some(seen_last)
+    );
     // New turns and sessions are refused while the log cannot be written.
     let resp = d
         .post(
@@ -213,10 +285,12 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
         "the agent of the failed turn still runs: {left:?}"
     );
 
-    // Space returns: the daemon recovers by itself and records how the turn ended.
+    // Space returns: the daemon recovers by itself and records how the turn ended; the
+    // reader resumes where it was told to stop.
     std::fs::remove_file(&filler).expect("remove the filler");
     let ok = wait_health(&d, 200, Duration::from_secs(20)).await;
     assert_eq!(ok["status"], "ok");
+    let (resumed, resumed_until) = follow(&d, "full", seen_last);
     let events = d.wait_turns_ended("full", 2).await;
     let ended: Vec<&Value> = events
         .iter()
@@ -246,12 +320,23 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
     for (i, e) in events.iter().enumerate() {
         assert_eq!(e["sequence"].as_u64(), Some(i as u64 + 1), "dense log");
     }
-    stop_reader.store(true, Ordering::SeqCst);
-    let seen = reader.await.unwrap();
-    assert!(
-        seen.len() > 60,
-        "the client saw the turn's events: {}",
-        seen.len()
+    let info = d.info("full").await;
+    assert_eq!(
+        info["eventCount"].as_u64(),
+        events.last().and_then(|e| e["sequence"].as_u64()),
+        "{info}"
+    );
+    resumed_until.store(events.len() as u64, Ordering::SeqCst);
+    let resumed = tokio::time::timeout(Duration::from_secs(20), resumed)
+        .await
+        .expect("the resumed reader reads the whole log")
+        .unwrap();
+    assert!(resumed.error.is_none(), "{:?}", resumed.error);
+    let seen: Vec<(u64, Value)> = first.events.into_iter().chain(resumed.events).collect();
+    assert_eq!(
+        seen.len(),
+        events.len(),
+        "the two streams read the whole log"
     );
     let log: BTreeMap<u64, &Value> = events
         .iter()
@@ -507,5 +592,86 @@ async fn a_delete_the_store_refuses_keeps_the_session_for_a_retry() {
     manager.delete("s").await.unwrap();
     assert!(manager.info("s").is_err());
     assert!(store.inner.load_sessions().unwrap().is_empty());
+    manager.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_follower_is_told_when_the_store_cannot_be_written_and_goes_on_after() {
+    let state = TempDir::new("failing-follow");
+    let store = Arc::new(FailingStore {
+        inner: MemoryStore::new(),
+        failing: AtomicBool::new(false),
+        health: watch::Sender::new(None),
+    });
+    let launcher = Launcher::new(None, AdapterSource::from_env(state.path()))
+        .with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
+    let ctx = SessionContext::from_env(
+        store.clone(),
+        Arc::new(launcher),
+        Limits::default(),
+        state.path().to_path_buf(),
+        "test".into(),
+        false,
+    );
+    let manager = SessionManager::new(ctx);
+    let request = CreateRequest {
+        agent: "mock".into(),
+        directory: Some(state.path().display().to_string()),
+        ..CreateRequest::default()
+    };
+    manager.create("s", request).await.unwrap();
+    let last = store.last_sequence("s").unwrap();
+    // A follower that has read everything and waits for more …
+    let mut follow = manager.follow("s", last).unwrap();
+    let waiting = tokio::spawn(async move {
+        let result = follow.next().await.map(|page| page.map(|p| p.len()));
+        (result, follow)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "the follower waits for events");
+    // … is told when the store degrades, instead of waiting in silence; its cursor stays.
+    store.set_failing(true);
+    let (result, mut follow) = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiting follower is woken")
+        .unwrap();
+    assert!(
+        matches!(
+            &result,
+            Err(codebuffd::session::SessionError::StoreUnavailable(why)) if why.contains("disk on fire")
+        ),
+        "{result:?}"
+    );
+    assert_eq!(follow.position(), last);
+    // A follower that starts meanwhile reads what is stored, then is told the same.
+    let mut late = manager.follow("s", 0).unwrap();
+    let page = late.next().await.unwrap().unwrap();
+    assert_eq!(page.last().map(|e| e.sequence), Some(last));
+    assert!(matches!(
+        late.next().await,
+        Err(codebuffd::session::SessionError::StoreUnavailable(_))
+    ));
+
+    // Once the store writes again, the first follower goes on from where it was.
+    store.set_failing(false);
+    let mut drafts = vec![EventDraft::synthetic(
+        codebuffd::universal::EventData::Error(codebuffd::universal::ErrorData {
+            message: "after".into(),
+            code: None,
+            details: None,
+        }),
+    )];
+    store
+        .append("s", &mut drafts, "2026-01-01T00:00:00Z".into(), None)
+        .unwrap();
+    let page = tokio::time::timeout(Duration::from_secs(5), follow.next())
+        .await
+        .expect("the follower goes on")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        page.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+        vec![last + 1]
+    );
     manager.shutdown(Duration::from_secs(5)).await;
 }

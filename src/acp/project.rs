@@ -25,6 +25,7 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::{json, Value};
 
+use super::coalesce::ChunkKind;
 use super::tools;
 use crate::session::{TurnEnd, TurnTracker};
 use crate::universal::{
@@ -125,10 +126,6 @@ fn meta(value: Value) -> Meta {
     m
 }
 
-fn chunk_of(text: &str, id: &MessageId) -> ContentChunk {
-    ContentChunk::new(ContentBlock::from(text)).message_id(id.clone())
-}
-
 impl Projector {
     /// A projector for a log read from its start (or from a turn, with the session's cost so
     /// far in `cost`).
@@ -169,21 +166,26 @@ impl Projector {
         )
     }
 
+    /// The chunk kind and message id the deltas of `item_id` go out as; `None` for deltas
+    /// that are not shown (a subagent's text, hidden items). An `item.delta` has no other
+    /// effect: a door may project deltas with this alone ([`super::coalesce::Coalescer::append`]).
+    pub fn delta_stream(&self, item_id: &str) -> Option<(ChunkKind, &MessageId)> {
+        match self.streams.get(item_id)? {
+            Stream::Message(id) => Some((ChunkKind::Message, id)),
+            Stream::Thought(id) => Some((ChunkKind::Thought, id)),
+            Stream::SubagentText(_) | Stream::Hidden => None,
+        }
+    }
+
     /// Projects one event, pushing what it means onto `out`.
     pub fn apply(&mut self, data: &EventData, out: &mut Vec<Effect>) {
         match data {
             EventData::ItemStarted(d) => self.item_started(&d.item, out),
             EventData::ItemDelta(d) => {
-                let update = match self.streams.get(&d.item_id) {
-                    Some(Stream::Message(id)) => {
-                        SessionUpdate::AgentMessageChunk(chunk_of(&d.delta, id))
-                    }
-                    Some(Stream::Thought(id)) => {
-                        SessionUpdate::AgentThoughtChunk(chunk_of(&d.delta, id))
-                    }
-                    _ => return,
-                };
-                out.push(Effect::Update(update));
+                if let Some((kind, id)) = self.delta_stream(&d.item_id) {
+                    out.push(Effect::Update(kind.update(&d.delta, id)));
+                }
+                return;
             }
             EventData::ItemCompleted(d) => self.item_completed(&d.item, out),
             EventData::QuestionRequested(q) if !self.options.replay => {

@@ -133,6 +133,19 @@ impl Follow {
                     .data(serde_json::json!({"message": "the session's log is gone"})));
             };
             for event in page {
+                if let Some(delta) = event.item_delta() {
+                    // Most of a streamed answer: its text goes out (merged into the chunk
+                    // held back when it can be) without building each delta's payload.
+                    if let Some((kind, id)) = projector.delta_stream(&delta.item_id) {
+                        if !chunks.append(kind, id, &delta.delta) {
+                            chunks.push(kind.update(&delta.delta, id), &mut ready);
+                            for update in ready.drain(..) {
+                                self.send(update).await?;
+                            }
+                        }
+                    }
+                    continue;
+                }
                 let data = match event.data() {
                     Ok(data) => data,
                     Err(error) => {

@@ -13,6 +13,7 @@ use super::coalesce::Coalescer;
 use super::door::Door;
 use super::errors::session_error;
 use super::project::{Effect, Projector, ProjectorOptions};
+use crate::session::SessionError;
 use crate::universal::{Cost, EventData};
 
 /// How long a load waits for the engine to end a turn a previous process left open.
@@ -87,8 +88,9 @@ pub async fn replay(
         let deadline = tokio::time::Instant::now() + RECOVERY_WAIT;
         while projector.turn_open() {
             let page = match tokio::time::timeout_at(deadline, log.next()).await {
+                // The log cannot be written now: that end comes later; show what is stored.
+                Ok(Err(SessionError::StoreUnavailable(_))) | Err(_) => break,
                 Ok(page) => page.map_err(session_error)?,
-                Err(_) => break,
             };
             let Some(page) = page else { break };
             for event in page {

@@ -15,15 +15,21 @@
 //! process group from the start, so a turn's group, cancel, timeout and kill are exactly those
 //! of a process started for the turn. A spare that died is replaced; spares are killed at
 //! shutdown, and one left by a crashed daemon exits when its stdin closes.
+//!
+//! A spare holds ~150 MiB (Node and the SDK) while it waits, so one that no turn took for
+//! [`AgentHost::spare_idle`] (`--warm-spare-idle`) is retired (killed); the next session
+//! created, or the next turn (which then starts cold), brings one back.
 
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+use tokio::time::Instant;
 
 use super::command::{TurnCommand, TurnImage, TurnLine, STDIN_TURN_ARGS};
 use super::credentials;
@@ -115,13 +121,31 @@ mod libc_errno {
     pub const E2BIG: i32 = Errno::E2BIG as i32;
 }
 
+/// The warm spares waiting, and whether a task watches them for retirement.
+#[derive(Debug, Default)]
+struct Spares {
+    by_kind: HashMap<AgentKind, Spare>,
+    /// True while the retirement task runs (it ends when no spare is left to watch).
+    watched: bool,
+}
+
+/// A warm spare and when it started waiting.
+#[derive(Debug)]
+struct Spare {
+    process: AgentProcess,
+    since: Instant,
+}
+
 /// Everything the daemon knows about running agents; built once at start.
 #[derive(Debug)]
 pub struct AgentHost {
     /// One warm process per agent kind in use, waiting for its turn.
-    spares: Mutex<HashMap<AgentKind, AgentProcess>>,
+    spares: Arc<Mutex<Spares>>,
     /// Whether to keep spares at all.
     pub warm_start: bool,
+    /// A spare that waited this long without a turn is retired; `None`: kept for as long as
+    /// the daemon runs.
+    pub spare_idle: Option<Duration>,
     pub launcher: Arc<Launcher>,
     /// The daemon's environment, filtered per spawn by the agent allowlist.
     pub parent_env: Vec<(OsString, OsString)>,
@@ -139,8 +163,9 @@ impl AgentHost {
     /// A host reading the daemon's own environment.
     pub fn from_env(launcher: Arc<Launcher>, state_dir: PathBuf, max_line_bytes: usize) -> Self {
         AgentHost {
-            spares: Mutex::new(HashMap::new()),
+            spares: Arc::default(),
             warm_start: true,
+            spare_idle: None,
             launcher,
             parent_env: std::env::vars_os().collect(),
             env_api_key: std::env::var("CODEBUFF_API_KEY").ok(),
@@ -235,21 +260,27 @@ impl AgentHost {
             return;
         }
         let mut spares = self.spares.lock_unpoisoned();
-        if let Some(spare) = spares.get_mut(&kind) {
-            if spare.untouched() {
+        if let Some(spare) = spares.by_kind.get_mut(&kind) {
+            if spare.process.untouched() {
                 return;
             }
             // It died (or spoke out of turn): replace it.
-            spares.remove(&kind);
+            spares.by_kind.remove(&kind);
         }
         if !self.launcher.installation(kind).installed {
             return;
         }
         // A spare waits in the run-state directory; its turn says where to work.
         match AgentProcess::spawn(self.spare_spec(kind, &self.state_dir)) {
-            Ok(spare) => {
-                tracing::debug!(agent = kind.id(), pid = spare.pid(), "warm spare started");
-                spares.insert(kind, spare);
+            Ok(process) => {
+                tracing::debug!(agent = kind.id(), pid = process.pid(), "warm spare started");
+                let since = Instant::now();
+                spares.by_kind.insert(kind, Spare { process, since });
+                if let Some(idle) = self.spare_idle {
+                    if !spares.watched {
+                        spares.watched = watch_idle_spares(Arc::downgrade(&self.spares), idle);
+                    }
+                }
             }
             Err(error) => tracing::warn!(agent = kind.id(), %error, "cannot start a warm spare"),
         }
@@ -258,7 +289,7 @@ impl AgentHost {
     /// The waiting spare of `kind`, if it is still fit for a turn.
     fn take_spare(&self, kind: AgentKind) -> Option<AgentProcess> {
         let mut spares = self.spares.lock_unpoisoned();
-        let mut spare = spares.remove(&kind)?;
+        let mut spare = spares.by_kind.remove(&kind)?.process;
         // One that died or printed something is dropped (and killed).
         spare.untouched().then_some(spare)
     }
@@ -266,26 +297,74 @@ impl AgentHost {
     /// The pid of the spare of `kind` waiting now, if any.
     pub fn spare_pid(&self, kind: AgentKind) -> Option<u32> {
         let spares = self.spares.lock_unpoisoned();
-        spares.get(&kind).map(AgentProcess::pid)
+        spares.by_kind.get(&kind).map(|s| s.process.pid())
     }
 
     /// Kills the spare of `kind`, if one waits (no session needs it any more).
     pub fn drop_spare(&self, kind: AgentKind) {
         let spare = {
             let mut spares = self.spares.lock_unpoisoned();
-            spares.remove(&kind)
+            spares.by_kind.remove(&kind)
         };
         drop(spare);
     }
 
     /// Kills every spare (shutdown).
     pub fn drop_spares(&self) {
-        let spares: Vec<AgentProcess> = {
+        let spares: Vec<Spare> = {
             let mut spares = self.spares.lock_unpoisoned();
-            spares.drain().map(|(_, spare)| spare).collect()
+            spares.by_kind.drain().map(|(_, spare)| spare).collect()
         };
         drop(spares);
     }
+}
+
+/// Starts the task that retires spares that waited `idle` without a turn: it sleeps until the
+/// oldest spare's time is up, retires what is due, and ends when no spare is left (the next
+/// spare started starts it again). Returns false when there is no runtime to run it on (the
+/// spares are then kept).
+fn watch_idle_spares(spares: Weak<Mutex<Spares>>, idle: Duration) -> bool {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return false;
+    };
+    runtime.spawn(async move {
+        loop {
+            let next = {
+                let Some(spares) = spares.upgrade() else {
+                    return;
+                };
+                let mut spares = spares.lock_unpoisoned();
+                let now = Instant::now();
+                let due: Vec<AgentKind> = spares
+                    .by_kind
+                    .iter()
+                    .filter(|(_, s)| now.duration_since(s.since) >= idle)
+                    .map(|(kind, _)| *kind)
+                    .collect();
+                for kind in due {
+                    if let Some(spare) = spares.by_kind.remove(&kind) {
+                        tracing::info!(
+                            agent = kind.id(),
+                            pid = spare.process.pid(),
+                            idle_seconds = idle.as_secs_f64(),
+                            "warm spare retired: no turn took it"
+                        );
+                        // Dropping kills its group; the supervisor reaps it.
+                        drop(spare);
+                    }
+                }
+                match spares.by_kind.values().map(|s| s.since + idle).min() {
+                    Some(next) => next,
+                    None => {
+                        spares.watched = false;
+                        return;
+                    }
+                }
+            };
+            tokio::time::sleep_until(next).await;
+        }
+    });
+    true
 }
 
 #[cfg(test)]
@@ -295,8 +374,9 @@ mod tests {
 
     fn host(launcher: Launcher) -> AgentHost {
         AgentHost {
-            spares: Mutex::new(HashMap::new()),
+            spares: Arc::default(),
             warm_start: false,
+            spare_idle: None,
             launcher: Arc::new(launcher),
             parent_env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             env_api_key: None,
@@ -388,6 +468,75 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, LaunchError::DirectoryMissing), "{err:?}");
         assert!(!err.to_string().contains("session-dir"));
+    }
+
+    /// A state of `/proc/<pid>`: gone, or a zombie waiting for its reaper.
+    fn process_is_over(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_spare_no_turn_takes_is_retired_and_the_next_prewarm_brings_one_back() {
+        let dir = std::env::temp_dir().join(format!("codebuffd-spare-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let agent = dir.join("agent.sh");
+        std::fs::write(&agent, "#!/bin/sh\nexec sleep 60\n").unwrap();
+        std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let mut host = host(Launcher::new(
+            Some(agent),
+            AdapterSource::embedded(Path::new("/nonexistent")),
+        ));
+        host.warm_start = true;
+        host.state_dir = dir.clone();
+        host.spare_idle = Some(Duration::from_millis(400));
+
+        host.prewarm(AgentKind::Codebuff);
+        let first = host.spare_pid(AgentKind::Codebuff).expect("a spare waits");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            host.spare_pid(AgentKind::Codebuff),
+            Some(first),
+            "retired early"
+        );
+
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while host.spare_pid(AgentKind::Codebuff).is_some() {
+            assert!(std::time::Instant::now() < deadline, "never retired");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        while !process_is_over(first) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the retired spare still runs"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        // The next session's prewarm starts a new one, watched again.
+        host.prewarm(AgentKind::Codebuff);
+        let second = host.spare_pid(AgentKind::Codebuff).expect("a spare again");
+        assert_ne!(second, first);
+        while host.spare_pid(AgentKind::Codebuff).is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the new spare was never retired"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        while !process_is_over(second) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the second spare still runs"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

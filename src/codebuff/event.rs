@@ -281,8 +281,9 @@ impl<'de> Visitor<'de> for EventVisitor {
             return Ok(Parsed::NoType);
         };
         if first == "type" {
-            let ty: Value = map.next_value()?;
-            let Value::String(ty) = ty else {
+            // Borrowed from the line unless it holds an escape: no allocation per line.
+            let ty: TypeValue<'de> = map.next_value()?;
+            let TypeValue::Name(ty) = ty else {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 return Ok(Parsed::NoType);
             };
@@ -320,6 +321,60 @@ impl<'de> Visitor<'de> for EventVisitor {
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Parsed, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Parsed::NoType)
+    }
+}
+
+/// The value of a first `type` key: a name, or anything else (not an event).
+enum TypeValue<'de> {
+    Name(std::borrow::Cow<'de, str>),
+    Other,
+}
+
+impl<'de> Deserialize<'de> for TypeValue<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TypeValue<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(TypeValue::Name(v.into()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(TypeValue::Name(v.to_owned().into()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(TypeValue::Name(v.into()))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(TypeValue::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(TypeValue::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(TypeValue::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(TypeValue::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(TypeValue::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(TypeValue::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(TypeValue::Other)
+            }
+        }
+        deserializer.deserialize_any(V)
     }
 }
 

@@ -61,6 +61,9 @@ pub async fn run(config: DaemonConfig) -> anyhow::Result<()> {
         "codebuffd listening"
     );
     engine.announce_url(&local_url(address));
+    // Started: the code only starting ran leaves the resident set (see startup_pages.rs).
+    let released = crate::startup_pages::release();
+    tracing::debug!(released_bytes = released, "startup code pages released");
     announce_ready(address);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -57,6 +57,11 @@ pub struct EngineArgs {
     /// kind in use [env CODEBUFFD_NO_WARM_START=1].
     #[arg(long)]
     pub no_warm_start: bool,
+    /// Retire (kill) a warm agent process that no turn took for this many seconds, 0 to keep
+    /// it for as long as the engine runs; the next session or turn starts a new one [default:
+    /// 600; env CODEBUFFD_WARM_SPARE_IDLE].
+    #[arg(long, value_name = "SECONDS")]
+    pub warm_spare_idle: Option<f64>,
     /// Let sessions set variables that change what programs load (`LD_*`, `NODE_OPTIONS`,
     /// `BASH_ENV`, …) in their `env`; refused by default [env CODEBUFFD_ALLOW_LOADER_ENV=1].
     #[arg(long)]

@@ -47,6 +47,8 @@ pub struct DaemonConfig {
     pub header_read_timeout: Duration,
     /// Keep a warm agent process per agent kind in use.
     pub warm_start: bool,
+    /// Retire a warm spare no turn took for this long; `None`: keep it.
+    pub warm_spare_idle: Option<Duration>,
     /// The permission mode of sessions that do not choose one.
     pub permission_mode: String,
     /// How long a permission request waits for an answer.
@@ -89,6 +91,7 @@ impl DaemonConfig {
                 inactivity_timeout: self.inactivity_timeout,
                 max_line_bytes: self.max_line_bytes,
                 permission_timeout: self.permission_timeout,
+                warm_spare_idle: self.warm_spare_idle,
                 ..crate::session::Limits::default()
             },
             allow_loader_env: self.allow_loader_env,
@@ -130,6 +133,7 @@ pub const SERVER_KEYS: &[&str] = &[
     "max_session_credits",
     "retention_days",
     "no_warm_start",
+    "warm_spare_idle",
     "allow_loader_env",
     "ws_heartbeat_timeout",
     "ws_default_agent",
@@ -174,6 +178,8 @@ pub const DEPRECATED_KEYS: &[Deprecated] = &[
 const DEFAULT_PORT: u16 = 2468;
 const DEFAULT_MAX_LINE: usize = 8 * 1024 * 1024;
 const DEFAULT_MAX_BODY: usize = 1024 * 1024;
+/// Ten minutes: a spare (~150 MiB) outlives a pause between prompts, not an idle afternoon.
+const DEFAULT_WARM_SPARE_IDLE_SECS: f64 = 600.0;
 
 impl DaemonConfig {
     /// Merges flags, the environment (through `env`) and the config files (see [`Layers`]).
@@ -262,6 +268,11 @@ impl DaemonConfig {
         )?
         .unwrap_or(Duration::from_secs(10));
         let warm_start = !l.switch("no_warm_start", args.engine.no_warm_start)?;
+        let warm_spare_idle = seconds(
+            "warm spare idle time",
+            l.value("warm_spare_idle", args.engine.warm_spare_idle)?
+                .unwrap_or(DEFAULT_WARM_SPARE_IDLE_SECS),
+        )?;
         let permission_mode = l
             .value::<String>("permission_mode", args.engine.permission_mode.clone())?
             .unwrap_or_else(|| "bypass".to_owned());
@@ -347,6 +358,7 @@ impl DaemonConfig {
             max_session_credits,
             retention,
             warm_start,
+            warm_spare_idle,
             header_read_timeout,
             max_connections,
             acp,
@@ -561,6 +573,27 @@ mod tests {
         let bad = DaemonConfig::resolve(&args(&["--retention-days=-1"]), &env(&[]));
         assert!(bad.is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_warm_spare_idle_time_defaults_to_ten_minutes_and_0_keeps_spares() {
+        let c = DaemonConfig::resolve(&args(&[]), &env(&[])).unwrap();
+        assert_eq!(c.warm_spare_idle, Some(Duration::from_secs(600)));
+        assert_eq!(
+            c.engine().limits.warm_spare_idle,
+            Some(Duration::from_secs(600))
+        );
+        let e = env(&[("CODEBUFFD_WARM_SPARE_IDLE", "90")]);
+        let c = DaemonConfig::resolve(&args(&[]), &e).unwrap();
+        assert_eq!(c.warm_spare_idle, Some(Duration::from_secs(90)));
+        let c = DaemonConfig::resolve(&args(&["--warm-spare-idle", "0"]), &e).unwrap();
+        assert_eq!(c.warm_spare_idle, None);
+        assert_eq!(c.engine().limits.warm_spare_idle, None);
+        let bad = DaemonConfig::resolve(&args(&["--warm-spare-idle=-5"]), &env(&[]));
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("warm spare idle time"));
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub struct SseQuery {
 
 #[utoipa::path(get, path = "/v1/sessions/{id}/events/sse", tag = "events",
     params(("id" = String, Path), SseQuery),
-    responses((status = 200, description = "SSE: `id: <sequence>` and `data: <event>` per event; replay then live; never closes by itself", content_type = "text/event-stream"),
+    responses((status = 200, description = "SSE: `id: <sequence>` and `data: <event>` per event; replay then live; closes by itself only after an `event: error` message (a problem document, e.g. `store_unavailable` while the event log cannot be written; resume with `Last-Event-ID`)", content_type = "text/event-stream"),
         (status = 400, body = Problem), (status = 404, body = Problem)))]
 pub async fn sse_events(
     State(state): State<AppState>,
@@ -201,11 +201,21 @@ fn push_sse(out: &mut String, event: &LoggedEvent, include_raw: bool) {
     out.push_str("\n\n");
 }
 
+/// The last message of a stream that cannot go on: `event: error` and the problem document as
+/// its data, without an `id` (it is not an event of the log, so `Last-Event-ID` stays at the
+/// last event sent).
+fn error_sse(problem: &Problem) -> String {
+    let json = serde_json::to_string(problem).unwrap_or_else(|_| "{}".to_owned());
+    format!("event: error\ndata: {json}\n\n")
+}
+
 /// Replays the log after `after`, then follows it live (no gap, no duplicate: one cursor).
 ///
 /// Each item is the SSE text of every event one read of the log returned (up to [`PAGE`]), so
 /// a reader that is behind gets large writes, and a live one each event as soon as it is
-/// appended; after `keep_alive` without an event, a keep-alive comment.
+/// appended; after `keep_alive` without an event, a keep-alive comment. When nothing can
+/// follow (the store cannot be written: [`Follow::next`]), an `error` message ([`error_sse`])
+/// ends the stream.
 fn log_stream(
     follow: Follow,
     include_raw: bool,
@@ -230,7 +240,14 @@ fn log_stream(
                 // Cancel-safe: a keep-alive that fires first leaves the cursor where it was.
                 page = c.follow.next() => match page {
                     Ok(Some(page)) => page,
-                    Ok(None) | Err(_) => return None,
+                    Ok(None) => return None,
+                    // Nothing can follow now (the store cannot be written, or the log cannot be
+                    // read): say why, then close; the client resumes with `Last-Event-ID`.
+                    Err(error) => {
+                        c.done = true;
+                        let problem = Problem::from(error).session(c.follow.session_id());
+                        return Some((Ok(error_sse(&problem)), c));
+                    }
                 },
                 () = &mut c.keep_alive_timer => {
                     let due = c.last_sent + c.keep_alive;

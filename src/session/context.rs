@@ -24,6 +24,8 @@ pub struct Limits {
     pub cancel_grace: Duration,
     /// How long a permission request waits for an answer before it is rejected.
     pub permission_timeout: Duration,
+    /// A warm agent spare that no turn took for this long is retired; `None`: kept.
+    pub warm_spare_idle: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -35,6 +37,7 @@ impl Default for Limits {
             stop_grace: Duration::from_secs(5),
             cancel_grace: Duration::from_secs(5),
             permission_timeout: Duration::from_secs(600),
+            warm_spare_idle: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -64,8 +67,10 @@ impl SessionContext {
         instance_id: String,
         allow_loader_env: bool,
     ) -> Self {
+        let mut agents = AgentHost::from_env(launcher, agent_state_dir, limits.max_line_bytes);
+        agents.spare_idle = limits.warm_spare_idle;
         SessionContext {
-            agents: AgentHost::from_env(launcher, agent_state_dir, limits.max_line_bytes),
+            agents,
             store,
             limits,
             policy: CreatePolicy {

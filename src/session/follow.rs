@@ -9,6 +9,13 @@
 //! but its position and one page, whatever the log's length; a reader that is far behind reads
 //! from the database, a live one from the store's in-memory tail.
 //!
+//! While the store cannot be written (it is *degraded*: a full disk, a lost database), a live
+//! follower that has read everything committed gets [`SessionError::StoreUnavailable`] from
+//! [`Follow::next`] instead of waiting: nothing will be committed until the store recovers,
+//! and a door must tell its client so (an SSE `error` event and a closed stream, an ACP or
+//! WebSocket prompt's error) rather than leave it waiting in silence. Its position stays where
+//! it was, so a reader that comes back (`Last-Event-ID`, `id@sequence`) misses nothing.
+//!
 //! Doors never read the store themselves: polling, SSE, ACP prompts and `session/load`, the
 //! WebSocket door and the terminal client all read through this cursor, and learn how a turn
 //! ended from [`super::TurnTracker`].
@@ -39,6 +46,8 @@ pub struct Follow {
     after: u64,
     page: usize,
     rx: watch::Receiver<u64>,
+    /// The store's health (`None` inside: it writes), for a store that can degrade.
+    health: Option<watch::Receiver<Option<Arc<str>>>>,
 }
 
 impl Follow {
@@ -52,12 +61,14 @@ impl Follow {
             crate::store::StoreError::UnknownSession(id) => SessionError::NotFound(id),
             other => SessionError::from(other),
         })?;
+        let health = store.health();
         Ok(Follow {
             store,
             session_id: session_id.into(),
             after,
             page: DEFAULT_PAGE,
             rx,
+            health,
         })
     }
 
@@ -101,17 +112,42 @@ impl Follow {
 
     /// The next committed events after the cursor (a page), waiting for some when the reader
     /// has caught up. `None` once the log is gone (the session was deleted, or the store
-    /// closed): nothing will follow.
+    /// closed): nothing will follow. [`SessionError::StoreUnavailable`] when the reader has
+    /// caught up while the store cannot be written, or once it degrades while the reader
+    /// waits: nothing can follow until it recovers (the cursor stays; call again to go on).
     pub async fn next(&mut self) -> Result<Option<Vec<Arc<LoggedEvent>>>, SessionError> {
         loop {
             let page = self.poll()?;
             if !page.is_empty() {
                 return Ok(Some(page));
             }
-            if !self.wait().await {
-                return Ok(None);
+            if let Some(why) = self.store_trouble() {
+                return Err(SessionError::StoreUnavailable(why));
+            }
+            let Some(health) = self.health.as_mut() else {
+                if !self.wait().await {
+                    return Ok(None);
+                }
+                continue;
+            };
+            // Both cancel-safe: the cursor has not moved.
+            tokio::select! {
+                more = wait_after(&mut self.rx, self.after) => if !more {
+                    return Ok(None);
+                },
+                changed = health.changed() => if changed.is_err() {
+                    // The store is gone: only the log's end can come now.
+                    self.health = None;
+                },
             }
         }
+    }
+
+    /// Why the store cannot be written now, if it cannot.
+    fn store_trouble(&self) -> Option<String> {
+        let health = self.health.as_ref()?;
+        let why = health.borrow().as_deref().map(str::to_owned);
+        why
     }
 
     /// Waits until the log holds an event after the cursor. False once the log is gone.
@@ -147,6 +183,26 @@ impl StoredEvent {
     pub fn event(&self) -> Result<UniversalEvent, SessionError> {
         Ok(self.decode()?)
     }
+
+    /// An `item.delta`'s item id and text, borrowed from the stored text (copied only when
+    /// the text holds an escape); `None` for other events (or text laid out otherwise: the
+    /// caller then decodes it with [`StoredEvent::data`]). Deltas are most of a streamed
+    /// answer: a door that only forwards their text need not build each one's payload.
+    pub fn item_delta(&self) -> Option<ItemDeltaText<'_>> {
+        if self.event_type != "item.delta" {
+            return None;
+        }
+        serde_json::from_str(self.data_json()?).ok()
+    }
+}
+
+/// The parts of an `item.delta` a door forwards, borrowed ([`StoredEvent::item_delta`]).
+#[derive(Debug, serde::Deserialize)]
+pub struct ItemDeltaText<'a> {
+    #[serde(borrow)]
+    pub item_id: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    pub delta: std::borrow::Cow<'a, str>,
 }
 
 #[cfg(test)]
@@ -186,6 +242,37 @@ mod tests {
             EventData::ItemDelta(d) => d.delta,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn item_delta_borrows_the_text_and_matches_the_decoded_payload() {
+        let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
+        store
+            .create(&SessionRecord::new(
+                "s",
+                "mock",
+                serde_json::json!({}),
+                "",
+                0,
+            ))
+            .unwrap();
+        let mut drafts = vec![
+            delta("plain 1:23;"),
+            delta("quote \" and\nline é"),
+            EventDraft::synthetic(EventData::Error(crate::universal::ErrorData {
+                message: "m".into(),
+                code: None,
+                details: None,
+            })),
+        ];
+        store.append("s", &mut drafts, "t".into(), None).unwrap();
+        let events = store.read("s", 0, 10).unwrap();
+        let plain = events[0].item_delta().unwrap();
+        assert_eq!((&*plain.item_id, &*plain.delta), ("itm_1", "plain 1:23;"));
+        assert!(matches!(plain.delta, std::borrow::Cow::Borrowed(_)));
+        let escaped = events[1].item_delta().unwrap();
+        assert_eq!(escaped.delta, text(&events[1]));
+        assert!(events[2].item_delta().is_none());
     }
 
     #[tokio::test]

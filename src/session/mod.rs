@@ -35,7 +35,7 @@ pub use crate::agent::{AgentKind, TurnImage};
 pub use crate::universal::PermissionReply;
 pub use engines::{EngineInfo, EngineList};
 pub use error::SessionError;
-pub use follow::{Follow, LoggedEvent, DEFAULT_PAGE};
+pub use follow::{Follow, ItemDeltaText, LoggedEvent, DEFAULT_PAGE};
 pub use info::{EndState, SessionInfo, SessionStatus};
 pub use manager::{Cancel, QueuedTurn, SessionManager};
 pub use message::UserMessage;

@@ -434,9 +434,32 @@ impl PgWriter {
     }
 }
 
+/// What a degraded store's probe writes: 256 KiB of incompressible text (8,192 MD5 digests in
+/// hex, which Postgres stores as they are), in an `events` row of no session (the empty session
+/// id) that the same transaction deletes again, so no reader ever sees it. An empty transaction
+/// writes nothing (Postgres does not even log its commit): it succeeded on a full disk, and the
+/// store said it was healthy while no event could be written. This one has to extend the table
+/// and write its WAL, like a batch of events.
+const PROBE: &str = "INSERT INTO events (session_id, sequence, type, event) \
+    SELECT '', pg_backend_pid(), 'probe', to_json(string_agg(md5(random()::text), '')) \
+    FROM generate_series(1, 8192)";
+
 impl BatchWriter for PgWriter {
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
         self.commit_once(batch)
+    }
+
+    /// Commits [`PROBE`]: real data through the table the events go to.
+    fn probe(&mut self) -> Result<(), StoreError> {
+        let client = self.conn.client()?;
+        let mut tx = client.transaction().map_err(backend)?;
+        tx.execute(PROBE, &[]).map_err(backend)?;
+        tx.execute(
+            "DELETE FROM events WHERE session_id = '' AND sequence = pg_backend_pid()",
+            &[],
+        )
+        .map_err(backend)?;
+        tx.commit().map_err(backend)
     }
 }
 

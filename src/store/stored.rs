@@ -9,10 +9,21 @@ use std::sync::Arc;
 use serde_json::value::RawValue;
 
 use super::StoreError;
-use crate::universal::{EventData, EventDraft, RawLine, UniversalEvent};
+use crate::universal::{Envelope, EventData, EventDraft, EventView, RawLine, UniversalEvent};
 
 /// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
 const NO_RAW_END: &str = "null}";
+
+/// The serialization buffer of [`StoredEvent::stamp_all`]: one per thread, kept between calls
+/// (an appender stamps a batch per agent read, the converter bench one per line) unless a huge
+/// event grew it past [`MAX_KEPT_BUF`].
+const INITIAL_BUF: usize = 1024;
+const MAX_KEPT_BUF: usize = 256 * 1024;
+
+thread_local! {
+    static STAMP_BUF: std::cell::RefCell<Vec<u8>> =
+        std::cell::RefCell::new(Vec::with_capacity(INITIAL_BUF));
+}
 
 /// An event as stored: its sequence and type, its compact JSON without `raw`, and the raw
 /// agent line apart (served only to readers that ask for it).
@@ -73,23 +84,10 @@ impl StoredEvent {
     /// Serializes an event into `buf` (reused between events, so no buffer grows per event)
     /// and keeps the text at its exact size.
     pub fn from_event(event: UniversalEvent, buf: &mut Vec<u8>) -> Self {
-        buf.clear();
-        // Serializing plain data into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *buf, &event.view(false));
-        // serde_json writes UTF-8; checked anyway (faster than a lossy conversion).
-        let mut json = match std::str::from_utf8(buf) {
-            Ok(text) => text.to_owned(),
-            Err(_) => String::from_utf8_lossy(buf).into_owned(),
-        };
-        if json.contains('\n') {
-            // Only a raw JSON value kept verbatim from an agent line could hold a line break
-            // (and the framing splits lines there); stored text is one line per event.
-            json = json.replace('\n', " ");
-        }
         StoredEvent {
             sequence: event.sequence,
             event_type: event.event_type(),
-            json,
+            json: serialize(&event.view(false), buf),
             raw: event.raw.map(StoredRaw::Line),
         }
     }
@@ -109,22 +107,30 @@ impl StoredEvent {
         session_id: &Arc<str>,
         native_session_id: Option<&str>,
     ) -> Vec<Arc<StoredEvent>> {
-        let native: Option<Arc<str>> = native_session_id.map(Arc::from);
-        let mut buf = Vec::with_capacity(1024);
-        drafts
-            .drain(..)
-            .zip(first..)
-            .map(|(draft, sequence)| {
-                let event = UniversalEvent::from_draft(
-                    draft,
-                    sequence,
-                    time.clone(),
-                    session_id.clone(),
-                    native.clone(),
-                );
-                Arc::new(StoredEvent::from_event(event, &mut buf))
-            })
-            .collect()
+        // Written from the drafts as they are: the events themselves are never built.
+        let envelope = Envelope::new(time, session_id, native_session_id);
+        STAMP_BUF.with_borrow_mut(|buf| {
+            let stamped = drafts
+                .drain(..)
+                .zip(first..)
+                .map(|(draft, sequence)| {
+                    buf.clear();
+                    envelope.write(buf, sequence, &draft);
+                    Arc::new(StoredEvent {
+                        sequence,
+                        event_type: draft.data.event_type(),
+                        // Compact JSON escapes every line break: the text is one line.
+                        json: exact_text(buf),
+                        raw: draft.raw.map(StoredRaw::Line),
+                    })
+                })
+                .collect();
+            // One huge event (a tool's whole output) does not stay allocated per thread.
+            if buf.capacity() > MAX_KEPT_BUF {
+                *buf = Vec::with_capacity(INITIAL_BUF);
+            }
+            stamped
+        })
     }
 
     /// The event's JSON as a reader asked for it: with `raw` only when `include_raw`.
@@ -208,6 +214,24 @@ impl StoredEvent {
     /// True for the event after which a session's log gets no more appends.
     pub fn ends_session(&self) -> bool {
         self.event_type == "session.ended"
+    }
+}
+
+/// An envelope's compact JSON at its exact size, through `buf` (reused between events, so no
+/// buffer grows per event).
+fn serialize(view: &EventView<'_>, buf: &mut Vec<u8>) -> String {
+    buf.clear();
+    // Serializing plain data into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *buf, view);
+    exact_text(buf)
+}
+
+/// The JSON text in `buf`, copied at its exact size.
+fn exact_text(buf: &[u8]) -> String {
+    // serde_json writes UTF-8; checked anyway (faster than a lossy conversion).
+    match std::str::from_utf8(buf) {
+        Ok(text) => text.to_owned(),
+        Err(_) => String::from_utf8_lossy(buf).into_owned(),
     }
 }
 

@@ -69,9 +69,9 @@ pub(crate) trait BatchWriter: Send + 'static {
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError>;
 
     /// Checks that the database takes writes again (a degraded store calls it until it
-    /// succeeds, before it writes anything else): by default an empty transaction; a store
-    /// whose empty transaction writes nothing (SQLite) writes real data, so that a disk still
-    /// full keeps the store degraded.
+    /// succeeds, before it writes anything else): by default an empty transaction. An empty
+    /// transaction writes nothing in SQLite or Postgres, so both write real data instead (about
+    /// a batch of events, removed again), so that a disk still full keeps the store degraded.
     fn probe(&mut self) -> Result<(), StoreError> {
         self.commit(&[]).map(|_| ())
     }

@@ -168,24 +168,9 @@ impl EventData {
         }
     }
 
-    fn serialize_into<S: SerializeStruct>(&self, st: &mut S) -> Result<(), S::Error> {
-        match self {
-            EventData::SessionStarted(d) => st.serialize_field("data", d),
-            EventData::SessionEnded(d) => st.serialize_field("data", d),
-            EventData::TurnStarted(d) | EventData::TurnEnded(d) => st.serialize_field("data", d),
-            EventData::ItemStarted(d) | EventData::ItemCompleted(d) => {
-                st.serialize_field("data", d)
-            }
-            EventData::ItemDelta(d) => st.serialize_field("data", d),
-            EventData::Error(d) => st.serialize_field("data", d),
-            EventData::PermissionRequested(d) | EventData::PermissionResolved(d) => {
-                st.serialize_field("data", d)
-            }
-            EventData::QuestionRequested(d) | EventData::QuestionResolved(d) => {
-                st.serialize_field("data", d)
-            }
-            EventData::AgentUnparsed(d) => st.serialize_field("data", d),
-        }
+    /// The payload alone, serialized as the envelope's `data`.
+    pub fn payload(&self) -> Payload<'_> {
+        Payload(self)
     }
 
     /// Rebuilds the payload from its wire type name and `data` JSON.
@@ -256,8 +241,17 @@ impl UniversalEvent {
     /// A serializable view that writes `raw` only when `include_raw` (else `null`).
     pub fn view(&self, include_raw: bool) -> EventView<'_> {
         EventView {
-            event: self,
-            include_raw,
+            sequence: self.sequence,
+            time: &self.time,
+            session_id: &self.session_id,
+            native_session_id: self.native_session_id.as_deref(),
+            synthetic: self.synthetic,
+            data: &self.data,
+            raw: if include_raw {
+                self.raw.as_deref()
+            } else {
+                None
+            },
         }
     }
 
@@ -268,32 +262,60 @@ impl UniversalEvent {
     }
 }
 
-/// A borrowed envelope serialization with the `raw` policy decided by the reader.
+/// A borrowed envelope serialization, `raw` written only when the reader asked for it (else
+/// `null`). The log's own copy is written by [`super::envelope`], byte for byte the same.
 pub struct EventView<'a> {
-    event: &'a UniversalEvent,
-    include_raw: bool,
+    sequence: u64,
+    time: &'a str,
+    session_id: &'a str,
+    native_session_id: Option<&'a str>,
+    synthetic: bool,
+    data: &'a EventData,
+    raw: Option<&'a RawLine>,
 }
 
 impl Serialize for EventView<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let e = self.event;
-        let mut st = serializer.serialize_struct("UniversalEvent", 10)?;
-        st.serialize_field("event_id", &EventId(e.sequence))?;
-        st.serialize_field("sequence", &e.sequence)?;
-        st.serialize_field("time", &e.time)?;
-        st.serialize_field("session_id", &e.session_id)?;
-        st.serialize_field("native_session_id", &e.native_session_id)?;
-        st.serialize_field("synthetic", &e.synthetic)?;
-        st.serialize_field("source", &e.source())?;
-        st.serialize_field("type", e.data.event_type())?;
-        e.data.serialize_into(&mut st)?;
-        let raw = if self.include_raw {
-            e.raw.as_deref()
+        let source = if self.synthetic {
+            EventSource::Daemon
         } else {
-            None
+            EventSource::Agent
         };
-        st.serialize_field("raw", &raw)?;
+        let mut st = serializer.serialize_struct("UniversalEvent", 10)?;
+        st.serialize_field("event_id", &EventId(self.sequence))?;
+        st.serialize_field("sequence", &self.sequence)?;
+        st.serialize_field("time", self.time)?;
+        st.serialize_field("session_id", self.session_id)?;
+        st.serialize_field("native_session_id", &self.native_session_id)?;
+        st.serialize_field("synthetic", &self.synthetic)?;
+        st.serialize_field("source", &source)?;
+        st.serialize_field("type", self.data.event_type())?;
+        st.serialize_field("data", &self.data.payload())?;
+        st.serialize_field("raw", &self.raw)?;
         st.end()
+    }
+}
+
+/// [`EventData::payload`]: the variant's own struct, serialized as it is in the envelope.
+pub struct Payload<'a>(&'a EventData);
+
+impl Serialize for Payload<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            EventData::SessionStarted(d) => d.serialize(serializer),
+            EventData::SessionEnded(d) => d.serialize(serializer),
+            EventData::TurnStarted(d) | EventData::TurnEnded(d) => d.serialize(serializer),
+            EventData::ItemStarted(d) | EventData::ItemCompleted(d) => d.serialize(serializer),
+            EventData::ItemDelta(d) => d.serialize(serializer),
+            EventData::Error(d) => d.serialize(serializer),
+            EventData::PermissionRequested(d) | EventData::PermissionResolved(d) => {
+                d.serialize(serializer)
+            }
+            EventData::QuestionRequested(d) | EventData::QuestionResolved(d) => {
+                d.serialize(serializer)
+            }
+            EventData::AgentUnparsed(d) => d.serialize(serializer),
+        }
     }
 }
 

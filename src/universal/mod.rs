@@ -14,6 +14,7 @@ mod content;
 mod cost;
 mod data;
 mod diff;
+mod envelope;
 mod event;
 mod item;
 mod schema;
@@ -29,8 +30,10 @@ pub use data::{
     TurnPhase, TurnStatus,
 };
 pub use diff::unified_diff;
+pub use envelope::Envelope;
 pub use event::{
-    known_event_type, EventData, EventDraft, EventSource, RawLine, UniversalEvent, EVENT_TYPES,
+    known_event_type, EventData, EventDraft, EventSource, EventView, Payload, RawLine,
+    UniversalEvent, EVENT_TYPES,
 };
 pub use item::{Item, ItemKind, ItemRole, ItemStatus};
 pub use stderr::{StderrCollector, StderrOutput};

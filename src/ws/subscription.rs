@@ -2,7 +2,9 @@
 //! event as an `event` server action. `id@sequence` replays the events after `sequence` first;
 //! a plain `id` starts at the end of the log; `*` follows every session from now on (and new
 //! sessions from their first event). A topic naming a session that does not exist yet starts
-//! when it is created, from its first event.
+//! when it is created, from its first event. While the event log cannot be written, a follower
+//! that has caught up says so once (an `action-error` whose `error` is `store_unavailable`) and
+//! goes on from its cursor when events are committed again.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,8 +14,8 @@ use tokio::task::JoinSet;
 
 use super::client::Topic;
 use super::outbox::Outbox;
-use super::server::event_action;
-use crate::session::SessionManager;
+use super::server::{event_action, ServerAction};
+use crate::session::{SessionError, SessionManager};
 
 /// How often a follower waiting for new sessions checks that its connection is still open.
 const CHECK_OPEN_EVERY: Duration = Duration::from_secs(1);
@@ -102,6 +104,24 @@ async fn follow_log(manager: &SessionManager, id: &str, topic: &str, after: u64,
             Ok(Some(page)) => page,
             // The session was deleted: nothing will follow.
             Ok(None) => return,
+            Err(error @ SessionError::StoreUnavailable(_)) => {
+                // Nothing is committed until the store recovers: say so, and wait for it.
+                let told = out
+                    .action(ServerAction::ActionError {
+                        message: format!(
+                            "session {id} of subscription `{topic}`: {error}; its events follow \
+                             once the log can be written again (the last one sent: {})",
+                            follow.position()
+                        ),
+                        error: Some(error.code().to_owned()),
+                        remaining_balance: None,
+                    })
+                    .await;
+                if !told || !follow.wait().await {
+                    return;
+                }
+                continue;
+            }
             Err(error) => {
                 tracing::warn!(session = %id, %error, "a WebSocket subscription cannot read the log");
                 return;

@@ -1,0 +1,196 @@
+//! The event log's copy of an event, written by hand: the text every reader is served, made
+//! once per event when it is appended (`store::StoredEvent::stamp_all`), so its cost is paid
+//! for every event an agent prints.
+//!
+//! The envelope's keys and type names are constants and the values shared by one append's
+//! events (time, session id, native session id) are escaped once per append ([`Envelope`]);
+//! only `data` goes through serde. The result is byte for byte what serializing the event
+//! ([`super::EventView`], `raw` left out) gives: the tests compare them.
+
+use super::event::{EventData, EventDraft};
+
+/// The parts of the envelope shared by the events of one append, as JSON.
+pub struct Envelope {
+    time: String,
+    session_id: String,
+    native_session_id: String,
+}
+
+impl Envelope {
+    /// The shared parts of events appended at `time` to `session_id`.
+    pub fn new(time: &str, session_id: &str, native_session_id: Option<&str>) -> Envelope {
+        Envelope {
+            time: json_string(time),
+            session_id: json_string(session_id),
+            native_session_id: native_session_id.map_or_else(|| "null".to_owned(), json_string),
+        }
+    }
+
+    /// Appends the compact JSON of `draft` placed at `sequence`, ending with `"raw":null}`.
+    pub fn write(&self, out: &mut Vec<u8>, sequence: u64, draft: &EventDraft) {
+        out.extend_from_slice(b"{\"event_id\":\"evt_");
+        push_u64(out, sequence);
+        out.extend_from_slice(b"\",\"sequence\":");
+        push_u64(out, sequence);
+        out.extend_from_slice(b",\"time\":");
+        out.extend_from_slice(self.time.as_bytes());
+        out.extend_from_slice(b",\"session_id\":");
+        out.extend_from_slice(self.session_id.as_bytes());
+        out.extend_from_slice(b",\"native_session_id\":");
+        out.extend_from_slice(self.native_session_id.as_bytes());
+        out.extend_from_slice(if draft.synthetic {
+            b",\"synthetic\":true,\"source\":\"daemon\",\"type\":\""
+        } else {
+            b",\"synthetic\":false,\"source\":\"agent\",\"type\":\""
+        });
+        // Type names are plain ASCII: nothing to escape.
+        out.extend_from_slice(draft.data.event_type().as_bytes());
+        out.extend_from_slice(b"\",\"data\":");
+        write_data(out, &draft.data);
+        out.extend_from_slice(b",\"raw\":null}");
+    }
+}
+
+/// `data`'s JSON; serializing plain data into a Vec cannot fail.
+fn write_data(out: &mut Vec<u8>, data: &EventData) {
+    let _ = serde_json::to_writer(&mut *out, &data.payload());
+}
+
+/// A string as JSON (quoted, escaped as serde_json escapes it).
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+}
+
+/// `n` in decimal.
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::universal::{
+        ErrorData, EventData, EventDraft, ItemDeltaData, RawLine, TurnData, TurnPhase,
+        UniversalEvent,
+    };
+    use std::sync::Arc;
+
+    #[test]
+    fn the_written_envelope_is_the_serialized_event() {
+        let drafts = [
+            EventDraft::from_agent(
+                EventData::ItemDelta(ItemDeltaData {
+                    item_id: "itm_7".into(),
+                    native_item_id: Some("n\"1".into()),
+                    delta: "a \"quote\"\nline é \u{1}".into(),
+                }),
+                Some(Arc::new(RawLine::Text("raw".into()))),
+            ),
+            EventDraft::synthetic(EventData::TurnStarted(TurnData {
+                phase: TurnPhase::Started,
+                turn_id: Some("turn_1".into()),
+                metadata: None,
+            })),
+            EventDraft::synthetic(EventData::Error(ErrorData {
+                message: "boom".into(),
+                code: None,
+                details: Some(serde_json::json!({"k": [1, "two", null]})),
+            })),
+        ];
+        for (time, session, native) in [
+            ("2026-01-01T00:00:00.000000Z", "ses", None),
+            ("t\"1", "s\\é\n", Some("nat\"ive")),
+        ] {
+            let envelope = Envelope::new(time, session, native);
+            for (i, draft) in drafts.iter().enumerate() {
+                for sequence in [1u64, 10, 999, u64::MAX, i as u64] {
+                    let mut out = Vec::new();
+                    envelope.write(&mut out, sequence, draft);
+                    let event = UniversalEvent::from_draft(
+                        draft.clone(),
+                        sequence,
+                        time.into(),
+                        session.into(),
+                        native.map(Into::into),
+                    );
+                    assert_eq!(String::from_utf8(out).unwrap(), event.to_json(false));
+                }
+            }
+        }
+    }
+
+    /// Every event of the golden files, and the types they lack, written by hand and by serde.
+    #[test]
+    fn every_event_type_is_written_as_serde_writes_it() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/universal");
+        let mut events: Vec<UniversalEvent> = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                events.push(serde_json::from_str(line).unwrap());
+            }
+        }
+        let made = [
+            (
+                "session.ended",
+                r#"{"reason":"terminated","terminated_by":"daemon","message":"m\u2028\"","exit_code":-9,"cost":{"credits":0.5,"usd":0.005}}"#,
+            ),
+            (
+                "permission.requested",
+                r#"{"permission_id":"perm_1","action":"run_terminal_command","status":"requested","metadata":{"command":"ls\n-la","n":1.25e-7}}"#,
+            ),
+            (
+                "permission.resolved",
+                r#"{"permission_id":"perm_1","action":"write_file","status":"accept_for_session","metadata":null}"#,
+            ),
+        ];
+        for (ty, data) in made {
+            events.push(UniversalEvent::from_draft(
+                EventDraft::synthetic(EventData::from_parts(ty, data).unwrap()),
+                3,
+                "2026-01-01T00:00:00Z".into(),
+                "ses_x".into(),
+                Some("native".into()),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for event in &events {
+            seen.insert(event.event_type());
+            let draft = EventDraft {
+                data: event.data.clone(),
+                synthetic: event.synthetic,
+                raw: event.raw.clone(),
+            };
+            let envelope = Envelope::new(
+                &event.time,
+                &event.session_id,
+                event.native_session_id.as_deref(),
+            );
+            let mut out = Vec::new();
+            envelope.write(&mut out, event.sequence, &draft);
+            assert_eq!(String::from_utf8(out).unwrap(), event.to_json(false));
+        }
+        let all: std::collections::BTreeSet<&str> =
+            crate::universal::EVENT_TYPES.into_iter().collect();
+        assert_eq!(seen, all, "every event type is compared");
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0u64, 7, 10, 12345, u64::MAX] {
+            let mut out = Vec::new();
+            push_u64(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+        }
+    }
+}
