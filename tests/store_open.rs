@@ -464,7 +464,7 @@ fn a_version_1_postgres_database_is_upgraded() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
-    assert_eq!(versions, vec![1, 4]);
+    assert_eq!(versions, vec![1, 5]);
 }
 
 #[test]
