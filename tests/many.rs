@@ -346,3 +346,35 @@ async fn sessions_list_sees_every_session_while_other_engines_run() {
     a.post_empty("/v1/sessions/one/cancel").await;
     a.stop();
 }
+
+/// `/v1/acp` servers on a shared data directory: each is served by the process that created
+/// it; a second server process leaves it alone (it neither lists nor restores it), and once
+/// its process is gone the next one restores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_server_is_served_by_one_process_and_restored_after_it_dies() {
+    use support::acp_http;
+    let dir = TempDir::new("many-acp-http");
+    let work = work_dir(dir.path());
+    std::fs::create_dir_all(&work).unwrap();
+    let a = Daemon::start_in(dir.path(), &[]);
+    acp_http::initialize(&a, "x", "mock").await;
+    let session = acp_http::new_session(&a, "x", 1, &work).await;
+    let answer = acp_http::prompt(&a, "x", 2, &session, "echo first").await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let b = Daemon::start_in(dir.path(), &[]);
+    let listed: Value = b.get("/v1/acp").await.json().await.unwrap();
+    assert_eq!(listed["servers"], json!([]), "B leaves A's server to A");
+    // A's server goes on, its log not interleaved with another writer's.
+    let answer = acp_http::prompt(&a, "x", 3, &session, "echo second").await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    a.kill9();
+    let c = Daemon::start_in(dir.path(), &[]);
+    let listed: Value = c.get("/v1/acp").await.json().await.unwrap();
+    assert_eq!(listed["servers"][0]["serverId"], "x", "{listed}");
+    let mut stream = acp_http::open_stream(&c, "x", None).await;
+    let envelopes = stream.until_response(3).await;
+    acp_http::assert_dense(&envelopes, 1);
+    assert!(acp_http::agent_text(&envelopes).contains("second"));
+    b.stop();
+    c.stop();
+}

@@ -23,6 +23,7 @@ use codebuffd::universal::EventDraft;
 use serde_json::{json, Value};
 use support::api::status_and_json;
 use support::daemon::{Daemon, TempDir};
+use support::ws::Ws;
 use tokio::sync::watch;
 
 // ---------------------------------------------------------------------------------------------
@@ -194,6 +195,12 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
     d.message("full", "echo before").await;
     d.wait_turns_ended("full", 1).await;
     let (reader, _) = follow(&d, "full", 0);
+    // A WebSocket subscriber too, live from here.
+    let mut ws = Ws::connect(&d).await;
+    let txid = ws
+        .send(json!({"type": "subscribe", "topics": ["full"]}))
+        .await;
+    ws.acked(txid).await;
 
     // A slow stream of deltas: the turn is well under way when the disk fills.
     d.message("full", "flood 100000 400").await;
@@ -235,6 +242,22 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
         .unwrap();
     told_store_unavailable(&again, "full");
     assert!(again.events.is_empty(), "{:?}", again.events);
+    // The WebSocket subscriber is told once it has every stored event.
+    let got = ws.recv_until(|m| m["data"]["type"] == "action-error").await;
+    let (error, sent) = got.split_last().unwrap();
+    assert_eq!(error["data"]["error"], "store_unavailable", "{error}");
+    assert!(
+        error["data"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("session full"),
+        "{error}"
+    );
+    assert_eq!(
+        sent.last()
+            .and_then(|m| m["data"]["event"]["sequence"].as_u64()),
+        Some(seen_last)
+    );
     // While the disk stays full the daemon stays degraded: the store's probe writes real data
     // (an empty commit succeeded on the full disk, and health said `ok` most of the time),
     // and every create is refused, across several probes (one a second).
@@ -292,6 +315,18 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
     assert_eq!(ok["status"], "ok");
     let (resumed, resumed_until) = follow(&d, "full", seen_last);
     let events = d.wait_turns_ended("full", 2).await;
+    // The subscription goes on from where it was.
+    let after = ws
+        .recv_until(|m| m["data"]["event"]["type"] == "turn.ended")
+        .await;
+    assert_eq!(
+        after[0]["data"]["event"]["sequence"].as_u64(),
+        Some(seen_last + 1)
+    );
+    assert_eq!(
+        after.last().unwrap()["data"]["event"]["data"]["metadata"]["code"],
+        "store_error"
+    );
     let ended: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "turn.ended")

@@ -73,6 +73,20 @@ pub fn run(
     per_session: u64,
     rate: Option<u64>,
 ) -> Row {
+    run_then(s, rt, name, sessions, per_session, rate, || {})
+}
+
+/// [`run`], calling `before_stop` once everything is measured, before the daemon is stopped
+/// (to wait for what the daemon does after the turns, such as a webhook delivery).
+pub fn run_then(
+    s: &Settings,
+    rt: &tokio::runtime::Runtime,
+    name: String,
+    sessions: u64,
+    per_session: u64,
+    rate: Option<u64>,
+    before_stop: impl FnOnce(),
+) -> Row {
     let daemon = Daemon::start(s);
     let pid = daemon.pid.to_string();
     let addr = daemon.addr;
@@ -165,6 +179,7 @@ pub fn run(
         let _ = kill(Pid::from_raw(perf.id() as i32), Signal::SIGINT);
         let _ = perf.wait();
     }
+    before_stop();
     daemon.stop();
     let end = streams
         .iter()

@@ -1,18 +1,21 @@
 //! A slow webhook receiver must not slow a turn: the real `codebuffd server` runs the `mock`
-//! agent's `flood N` turn (N = `WEBHOOK_EVENTS`, 100,000) followed over SSE, three times on
+//! agent's `flood N` turn (N = `WEBHOOK_EVENTS`, 100,000) followed over SSE, four times on
 //! fresh daemons:
 //!
 //! * `none`: no webhooks;
 //! * `default`: `--webhook-url` to a receiver that takes 10 s per request
 //!   (`WEBHOOK_RECEIVER_DELAY_MS`), the default events (the turn's end reaches the outbox);
-//! * `every event`: the same receiver, `--webhook-events` every type, so each of the N deltas
-//!   becomes an outbox row in the writer's transaction and the dispatcher keeps 16 requests
-//!   hanging on the receiver the whole time.
+//! * `every event`: the same slow receiver, `--webhook-events` every type, so each of the N
+//!   deltas becomes an outbox row in the writer's transaction and the dispatcher keeps 16
+//!   requests hanging on the receiver the whole time;
+//! * `every, fast`: every type again, to a receiver that answers at once: what the outbox and
+//!   the deliveries cost by themselves, so that `every event` against it shows what the
+//!   receiver's slowness adds.
 //!
 //! Per run: the turn's wall time (POST to `turn.ended` read), events/s, the daemon's CPU µs per
-//! event (`/proc/<pid>/stat`), events lost (must be 0), and the requests the receiver got during
-//! the run. The daemon, the SSE client and the measuring are the load bench's
-//! (`benches/load/`).
+//! event (`/proc/<pid>/stat`, during the turn), events lost (must be 0), and the requests the
+//! receiver had got when the daemon was stopped (it waits up to 5 s for the first). The daemon,
+//! the SSE client and the measuring are the load bench's (`benches/load/`).
 //!
 //! Run: `cargo bench --bench webhooks` (see `benches/README.md`). Without `--bench` (as under
 //! `cargo test --benches`) it runs a tiny smoke version whose numbers mean nothing.
@@ -32,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use runs::{run, Row};
+use runs::{run_then, Row};
 
 /// What the load bench's modules read (only what a single flood uses is set).
 pub struct Settings {
@@ -57,7 +60,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 /// A receiver that answers every request after `delay`, counting them.
-async fn slow_receiver(delay: Duration, got: Arc<AtomicU64>) -> std::net::SocketAddr {
+async fn receiver(delay: Duration, got: Arc<AtomicU64>) -> std::net::SocketAddr {
     use axum::routing::post;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -111,10 +114,12 @@ fn main() {
         .build()
         .expect("client runtime");
     let got = Arc::new(AtomicU64::new(0));
-    let addr = rt.block_on(slow_receiver(delay, got.clone()));
+    let addr = rt.block_on(receiver(delay, got.clone()));
     let url = format!("http://{addr}/hook");
+    let fast = rt.block_on(receiver(Duration::ZERO, got.clone()));
+    let fast_url = format!("http://{fast}/hook");
     let every = codebuffd::universal::EVENT_TYPES.join(",");
-    let runs: [(&str, Vec<String>); 3] = [
+    let runs: [(&str, Vec<String>); 4] = [
         ("none", Vec::new()),
         (
             "default",
@@ -133,6 +138,17 @@ fn main() {
                 "--webhook-secret".into(),
                 SECRET.into(),
                 "--webhook-events".into(),
+                every.clone(),
+            ],
+        ),
+        (
+            "every, fast",
+            vec![
+                "--webhook-url".into(),
+                fast_url,
+                "--webhook-secret".into(),
+                SECRET.into(),
+                "--webhook-events".into(),
                 every,
             ],
         ),
@@ -147,7 +163,18 @@ fn main() {
             clk_tck,
         };
         let before = got.load(Ordering::Relaxed);
-        let row = run(&s, &rt, name.to_owned(), 1, events, None);
+        let hooked = !s.daemon_args.is_empty();
+        // Measured by then; the turn's end may still be on its way to the receiver.
+        let delivered = || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while hooked
+                && got.load(Ordering::Relaxed) == before
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let row = run_then(&s, &rt, name.to_owned(), 1, events, None, delivered);
         rows.push((row, got.load(Ordering::Relaxed) - before));
     }
     println!();
@@ -174,6 +201,12 @@ fn main() {
             (row.wall.as_secs_f64() / base - 1.0) * 100.0
         );
     }
+    let (slow, fast) = (&rows[2].0, &rows[3].0);
+    println!(
+        "every event: wall time {:+.1}%, CPU per event {:+.1}% with the slow receiver against the fast one",
+        (slow.wall.as_secs_f64() / fast.wall.as_secs_f64() - 1.0) * 100.0,
+        (slow.us_per_event(slow.daemon_ticks) / fast.us_per_event(fast.daemon_ticks) - 1.0) * 100.0
+    );
     println!("load average after: {}", daemon::load_average());
     drop(rt);
     assert_eq!(daemon::running(), 0, "daemons left running");

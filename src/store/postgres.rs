@@ -261,37 +261,12 @@ fn migrate(client: &mut Client) -> Result<(), String> {
     tx.commit().map_err(|e| pg_error(&e))
 }
 
-/// Runs `f`, which uses the sync Postgres client, where that client may block. The client
-/// drives a runtime of its own and panics ("Cannot start a runtime from within a runtime") on
-/// a thread inside a tokio runtime — an engine registering from `async fn main`, an HTTP
-/// handler listing the engines or loading a record, an engine dropping its lease at shutdown —
-/// so there `f` runs on a scoped thread.
-pub(super) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return f();
-    }
-    std::thread::scope(|s| match s.spawn(f).join() {
-        Ok(value) => value,
-        Err(panic) => std::panic::resume_unwind(panic),
-    })
-}
-
 /// A connection that reconnects when it finds itself closed, with its prepared statements.
 pub(super) struct PgConn {
     config: postgres::Config,
     target: String,
     client: Option<Client>,
     statements: HashMap<&'static str, Statement>,
-}
-
-impl Drop for PgConn {
-    /// Closing a client blocks on its runtime too (see [`off_runtime`]): the last owner of a
-    /// connection may be dropped on a runtime thread (an engine's lease at shutdown).
-    fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            off_runtime(move || drop(client));
-        }
-    }
 }
 
 impl PgConn {

@@ -13,7 +13,7 @@
 //! * Small writes (claims, the inbox, heartbeats) go through a connection of their own.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator;
@@ -24,17 +24,21 @@ use super::batched::{foreign_followed, Logs};
 use super::coordination::{
     Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery,
 };
-use super::postgres::{backend, off_runtime, record_from_row, PgConn, SELECT_RECORD};
+use super::postgres::{backend, record_from_row, PgConn, PgReaders, SELECT_RECORD};
 use super::row::to_u64;
 use super::{SessionRecord, StoreError};
-use crate::sync::{LockExt, RwLockExt};
+use crate::sync::RwLockExt;
 
 /// The channel every engine listens on.
 pub(crate) const CHANNEL: &str = "codebuffd";
 
 /// The shared side of a Postgres store.
 pub(crate) struct PgShared {
-    conn: Arc<Mutex<PgConn>>,
+    /// A connection thread of its own: callers may be on the runtime's threads, where the
+    /// blocking client must not run.
+    conn: Arc<PgReaders>,
+    config: postgres::Config,
+    target: String,
     lease: Duration,
     changes: watch::Sender<u64>,
     stop: Arc<AtomicBool>,
@@ -62,7 +66,9 @@ impl PgShared {
                 .map_err(|e| StoreError::Backend(format!("cannot start the listener: {e}")))?
         };
         Ok(PgShared {
-            conn: Arc::new(Mutex::new(PgConn::new(config, target))),
+            conn: Arc::new(PgReaders::start_named(&config, &target, 1, "shared")?),
+            config,
+            target,
             lease,
             changes,
             stop,
@@ -70,14 +76,12 @@ impl PgShared {
         })
     }
 
-    fn with<T: Send>(
+    fn with<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> Result<T, StoreError> {
-        off_runtime(|| {
-            let mut conn = self.conn.lock_unpoisoned();
-            f(conn.client()?).map_err(backend)
-        })
+        self.conn
+            .call(move |conn| f(conn.client()?).map_err(backend))
     }
 
     /// Tells every listener something changed (a claim, the inbox).
@@ -174,7 +178,7 @@ fn catch_up(client: &mut postgres::Client, logs: &Logs) {
 
 /// An engine's registration in a Postgres store: its row, kept fresh by a heartbeat thread.
 struct PgLease {
-    conn: Arc<Mutex<PgConn>>,
+    conn: Arc<PgReaders>,
     engine_id: String,
     stop: Arc<AtomicBool>,
     heartbeat: Option<std::thread::JoinHandle<()>>,
@@ -182,16 +186,16 @@ struct PgLease {
 
 impl Lease for PgLease {
     fn announce_url(&self, url: &str) -> Result<(), StoreError> {
-        off_runtime(|| {
-            let mut conn = self.conn.lock_unpoisoned();
+        let (id, url) = (self.engine_id.clone(), url.to_owned());
+        self.conn.call(move |conn| {
             conn.client()?
                 .execute(
                     "UPDATE engines SET url = $2 WHERE engine_id = $1",
-                    &[&self.engine_id, &url],
+                    &[&id, &url],
                 )
-                .map_err(backend)?;
-            Ok(())
-        })
+                .map_err(backend)
+        })?;
+        Ok(())
     }
 }
 
@@ -202,14 +206,11 @@ impl Drop for PgLease {
             heartbeat.thread().unpark();
             let _ = heartbeat.join();
         }
-        off_runtime(|| {
-            let mut conn = self.conn.lock_unpoisoned();
-            if let Ok(client) = conn.client() {
-                let _ = client.execute(
-                    "DELETE FROM engines WHERE engine_id = $1",
-                    &[&self.engine_id],
-                );
-            }
+        let id = self.engine_id.clone();
+        let _ = self.conn.call(move |conn| {
+            conn.client()?
+                .execute("DELETE FROM engines WHERE engine_id = $1", &[&id])
+                .map_err(backend)
         });
     }
 }
@@ -220,7 +221,9 @@ fn to_i64(n: u64) -> i64 {
 
 impl Coordination for PgShared {
     fn register(&self, engine: &EngineEntry) -> Result<Box<dyn Lease>, StoreError> {
-        self.with(|c| {
+        let engine = engine.clone();
+        let registered = engine.clone();
+        self.with(move |c| {
             c.execute(
                 "INSERT INTO engines (engine_id, instance_id, pid, command, url, started_at, \
                  heartbeat_at) VALUES ($1, $2, $3, $4, $5, $6, now()) \
@@ -236,8 +239,10 @@ impl Coordination for PgShared {
             )
         })?;
         let stop = Arc::new(AtomicBool::new(false));
+        let engine = registered;
         let heartbeat = {
-            let conn = self.conn.clone();
+            // Its own connection: a heartbeat must not wait behind slow queries.
+            let mut conn = PgConn::new(self.config.clone(), self.target.clone());
             let stop = stop.clone();
             let id = engine.engine_id.clone();
             let every = self.lease / 3;
@@ -249,7 +254,6 @@ impl Coordination for PgShared {
                         if stop.load(Ordering::SeqCst) {
                             break;
                         }
-                        let mut conn = conn.lock_unpoisoned();
                         let beat = conn.client().and_then(|c| {
                             c.execute(
                                 "UPDATE engines SET heartbeat_at = now() WHERE engine_id = $1",
@@ -274,23 +278,25 @@ impl Coordination for PgShared {
 
     fn engine_alive(&self, engine_id: &str) -> Result<bool, StoreError> {
         let secs = self.lease_secs();
-        let alive: Option<bool> = self.with(|c| {
+        let id = engine_id.to_owned();
+        let alive: Option<bool> = self.with(move |c| {
             c.query_opt(
                 "SELECT heartbeat_at > now() - make_interval(secs => $2) FROM engines \
                  WHERE engine_id = $1",
-                &[&engine_id, &secs],
+                &[&id, &secs],
             )
             .map(|row| row.and_then(|r| r.get(0)))
         })?;
         if alive != Some(true) {
-            self.with(|c| c.execute("DELETE FROM engines WHERE engine_id = $1", &[&engine_id]))?;
+            let id = engine_id.to_owned();
+            self.with(move |c| c.execute("DELETE FROM engines WHERE engine_id = $1", &[&id]))?;
         }
         Ok(alive == Some(true))
     }
 
     fn engines(&self) -> Result<Vec<EngineEntry>, StoreError> {
         let secs = self.lease_secs();
-        let rows = self.with(|c| {
+        let rows = self.with(move |c| {
             c.query(
                 "SELECT engine_id, instance_id, pid, command, url, started_at FROM engines \
                  WHERE heartbeat_at > now() - make_interval(secs => $1) ORDER BY started_at",
@@ -312,7 +318,8 @@ impl Coordination for PgShared {
     }
 
     fn claim(&self, session_id: &str, from: &str, to: &str) -> Result<bool, StoreError> {
-        let changed = self.with(|c| {
+        let (session_id, from, to) = (session_id.to_owned(), from.to_owned(), to.to_owned());
+        let changed = self.with(move |c| {
             let mut tx = c.transaction()?;
             let n = tx.execute(
                 "UPDATE sessions SET owner = $3 WHERE session_id = $1 AND owner = $2",
@@ -343,7 +350,8 @@ impl Coordination for PgShared {
     }
 
     fn load_session(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let row = self.with(|c| {
+        let session_id = session_id.to_owned();
+        let row = self.with(move |c| {
             c.query_opt(
                 &format!("{SELECT_RECORD} WHERE session_id = $1"),
                 &[&session_id],
@@ -354,7 +362,7 @@ impl Coordination for PgShared {
 
     fn query_sessions(&self, q: &SessionQuery) -> Result<Vec<SessionRecord>, StoreError> {
         let mut sql = format!("{SELECT_RECORD} WHERE TRUE");
-        let mut args: Vec<Box<dyn postgres::types::ToSql + Sync>> = Vec::new();
+        let mut args: Vec<Box<dyn postgres::types::ToSql + Sync + Send>> = Vec::new();
         if let Some((at, id)) = &q.before {
             args.push(Box::new(to_i64(*at)));
             args.push(Box::new(id.clone()));
@@ -377,15 +385,17 @@ impl Coordination for PgShared {
             " ORDER BY created_at DESC, session_id DESC LIMIT ${}",
             args.len()
         ));
-        let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
-            args.iter().map(|a| a.as_ref()).collect();
-        let rows = self.with(|c| c.query(&sql, &params))?;
+        let rows = self.with(move |c| {
+            let params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+                args.iter().map(|a| a.as_ref() as _).collect();
+            c.query(&sql, &params)
+        })?;
         rows.iter().map(record_from_row).collect()
     }
 
     fn inbox_send(&self, session_id: &str, body: &serde_json::Value) -> Result<u64, StoreError> {
-        let body = body.to_string();
-        let id: i64 = self.with(|c| {
+        let (session_id, body) = (session_id.to_owned(), body.to_string());
+        let id: i64 = self.with(move |c| {
             let mut tx = c.transaction()?;
             let row = tx.query_one(
                 "INSERT INTO inbox (session_id, body, state) VALUES ($1, $2, 'pending') \
@@ -400,7 +410,8 @@ impl Coordination for PgShared {
     }
 
     fn inbox_take(&self, owner: &str) -> Result<Vec<InboxRequest>, StoreError> {
-        let rows = self.with(|c| {
+        let owner = owner.to_owned();
+        let rows = self.with(move |c| {
             c.query(
                 "UPDATE inbox SET state = 'taken' WHERE id IN (SELECT i.id FROM inbox i \
                  JOIN sessions s ON s.session_id = i.session_id WHERE i.state = 'pending' \
@@ -428,7 +439,7 @@ impl Coordination for PgShared {
 
     fn inbox_answer(&self, id: u64, reply: &serde_json::Value) -> Result<(), StoreError> {
         let reply = reply.to_string();
-        self.with(|c| {
+        self.with(move |c| {
             let mut tx = c.transaction()?;
             tx.execute(
                 "UPDATE inbox SET state = 'done', reply = $2 WHERE id = $1",
@@ -440,7 +451,7 @@ impl Coordination for PgShared {
     }
 
     fn inbox_state(&self, id: u64) -> Result<InboxState, StoreError> {
-        let row = self.with(|c| {
+        let row = self.with(move |c| {
             c.query_opt(
                 "SELECT state, reply FROM inbox WHERE id = $1",
                 &[&to_i64(id)],
@@ -464,7 +475,7 @@ impl Coordination for PgShared {
     }
 
     fn inbox_withdraw(&self, id: u64) -> Result<bool, StoreError> {
-        let n = self.with(|c| {
+        let n = self.with(move |c| {
             c.execute(
                 "UPDATE inbox SET state = 'withdrawn' WHERE id = $1 AND state = 'pending'",
                 &[&to_i64(id)],
@@ -474,7 +485,7 @@ impl Coordination for PgShared {
     }
 
     fn inbox_forget(&self, id: u64) -> Result<(), StoreError> {
-        self.with(|c| c.execute("DELETE FROM inbox WHERE id = $1", &[&to_i64(id)]))?;
+        self.with(move |c| c.execute("DELETE FROM inbox WHERE id = $1", &[&to_i64(id)]))?;
         Ok(())
     }
 
