@@ -132,7 +132,10 @@ impl SessionManager {
         let sessions = self.sessions.read_unpoisoned();
         let mut handles: Vec<&Arc<Handle>> = sessions.values().collect();
         handles.sort_by_key(|h| std::cmp::Reverse((h.created_at, h.order)));
-        handles.into_iter().map(|h| info_of(h)).collect::<Vec<_>>()
+        handles
+            .into_iter()
+            .map(|h| self.counted(h))
+            .collect::<Vec<_>>()
     }
 
     /// A page of sessions, newest first: at most `limit` of those after `cursor` (a previous
@@ -156,7 +159,7 @@ impl SessionManager {
         let mut last = None;
         let mut more = false;
         for h in handles {
-            let info = info_of(h);
+            let info = self.counted(h);
             if !statuses.is_empty() && !statuses.contains(&info.status) {
                 continue;
             }
@@ -196,16 +199,20 @@ impl SessionManager {
 
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        let mut info = info_of(&*self.handle(id)?);
-        // While the log cannot be written, what it holds: events stamped but refused (their
-        // sequences are given again later) are not counted. (Otherwise an event is counted
-        // from its append, a moment before its commit.)
-        if self.store_trouble().is_some() {
-            if let Ok(stored) = self.ctx.store.last_sequence(id) {
-                info.event_count = info.event_count.min(stored);
-            }
+        Ok(self.counted(&*self.handle(id)?))
+    }
+
+    /// A session's info with `eventCount` what its log holds, never more: the session counts
+    /// an event from its append, a moment before its commit, and, when the store refuses a
+    /// batch, events that never get in (their sequences are given again after the store
+    /// recovers, once the session has caught up with its log). A reader can read every event
+    /// `eventCount` counts.
+    fn counted(&self, h: &Handle) -> SessionInfo {
+        let mut info = info_of(h);
+        if let Ok(stored) = self.ctx.store.last_sequence(&h.id) {
+            info.event_count = info.event_count.min(stored);
         }
-        Ok(info)
+        info
     }
 
     /// Hands a command to the session's actor, waiting while its mailbox is full.
