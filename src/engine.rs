@@ -9,14 +9,12 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::agent::{AdapterSource, Launcher};
-use crate::data_lock::DataDirLock;
-use crate::session::{Limits, SessionContext, SessionManager};
-use crate::store::{open_store_with, StoreOptions};
+use crate::session::{Limits, SessionContext, SessionInfo, SessionManager};
+use crate::store::{open_store_with, EngineEntry, SessionQuery, StoreOptions};
 
 /// The store spec with its password hidden, for showing where an engine keeps its log (the
 /// terminal's `settings` lists it); re-exported so doors need not reach into `store/`.
 pub use crate::store::redact_spec;
-use crate::sync::LockExt;
 use crate::webhooks::Webhooks;
 
 /// How long shutdown waits for sessions to end their turns.
@@ -28,6 +26,8 @@ pub struct EngineConfig {
     pub data_dir: PathBuf,
     /// The store spec (`sqlite`, `sqlite://PATH`, `postgres://…`, `memory`).
     pub store: String,
+    /// A shared Postgres store's engine lease: how long a silent engine keeps its sessions.
+    pub store_lease: Duration,
     /// The codebuff agent command; `None` = the bundled adapter.
     pub agent_command: Option<PathBuf>,
     pub limits: Limits,
@@ -56,8 +56,9 @@ pub struct Engine {
     pub open_files: u64,
     /// The retention sweep, when `--retention-days` is set.
     retention: Option<tokio::task::JoinHandle<()>>,
-    /// This process's hold on the data directory (`data_lock.rs`): one engine per directory.
-    lock: std::sync::Mutex<DataDirLock>,
+    /// This engine's lease in the store: other engines know it is alive while it is held
+    /// (dropped last, after the engine has stopped its sessions).
+    lease: Box<dyn crate::store::Lease>,
 }
 
 impl Engine {
@@ -76,18 +77,15 @@ impl Engine {
                 config.data_dir.display()
             )
         })?;
-        // Before restoring anything: another engine on this directory would have the same
-        // instance id and recover its live turns as interrupted.
         let command = std::env::args()
             .nth(1)
             .unwrap_or_else(|| "engine".to_owned());
-        let lock = DataDirLock::acquire(&config.data_dir, &command)?;
-        // Before the store: a daemon must know which of the stored sessions are its own.
         let instance_id = crate::instance::load_or_create(&config.data_dir)?;
         // Readers see an event only once it is committed: what a client saw survives a crash,
         // so `Last-Event-ID` resumes exactly after a restart.
         let options = StoreOptions {
             visible_after_commit: true,
+            lease: config.store_lease,
             ..StoreOptions::default()
         };
         let store =
@@ -99,8 +97,11 @@ impl Engine {
             })?;
         // Before sessions are restored: what restoring records (turns ended `interrupted`)
         // is delivered too.
+        // This engine process's own id: the owner of the sessions it runs and of the webhook
+        // deliveries it claims (several engines may share the data directory).
+        let engine_id = uuid::Uuid::new_v4().hyphenated().to_string();
         let webhooks = Arc::new(
-            Webhooks::start(store.clone(), config.webhooks.clone(), &instance_id)
+            Webhooks::start(store.clone(), config.webhooks.clone(), &engine_id)
                 .map_err(anyhow::Error::msg)?,
         );
         let adapter = AdapterSource::from_env(&config.data_dir);
@@ -114,6 +115,7 @@ impl Engine {
             instance_id,
             config.allow_loader_env,
         );
+        ctx.engine_id = engine_id;
         ctx.agents.warm_start = config.warm_start;
         ctx.policy.default_permission_mode = config.permission_mode.clone();
         ctx.policy.default_max_credits = config.max_session_credits;
@@ -138,11 +140,25 @@ impl Engine {
                 "the working directory is inside {what}: sessions that do not name a directory will be refused; start the daemon elsewhere or pass --workdir DIR"
             );
         }
+        // This engine's lease: other engines on the store see it alive while it runs, and
+        // recover its sessions' turns once it is gone, however it goes.
+        let lease = ctx
+            .store
+            .coordination()
+            .register(&EngineEntry {
+                engine_id: ctx.engine_id.clone(),
+                instance_id: ctx.instance_id.clone(),
+                pid: std::process::id(),
+                command,
+                url: None,
+                started_at: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0)),
+            })
+            .context("cannot register this engine in the event store")?;
+        tracing::info!(engine = %ctx.engine_id, "engine id");
         let manager = Arc::new(SessionManager::new(ctx));
-        let restored = manager.restore()?;
-        if restored > 0 {
-            tracing::info!(sessions = restored, "restored stored sessions");
-        }
+        manager.start_ownership();
         let retention = config
             .retention
             .map(|keep| crate::session::retention::spawn(manager.clone(), keep));
@@ -151,16 +167,40 @@ impl Engine {
             webhooks,
             open_files,
             retention,
-            lock: std::sync::Mutex::new(lock),
+            lease,
         })
     }
 
-    /// Records the URL this engine is served at in the data directory's lock file, so that a
-    /// terminal client that finds the directory busy can use it.
+    /// Every stored session, newest first, read from the store without starting an engine
+    /// (no registration, no actors, no recovery): `codebuffd sessions list` beside whatever
+    /// engines run on the data directory. A session another engine runs shows its record.
+    pub fn stored_sessions(config: &EngineConfig) -> anyhow::Result<Vec<SessionInfo>> {
+        let options = StoreOptions {
+            visible_after_commit: true,
+            ..StoreOptions::default()
+        };
+        let store =
+            open_store_with(&config.store, &config.data_dir, options).with_context(|| {
+                format!(
+                    "cannot open the event store `{}`",
+                    redact_spec(&config.store)
+                )
+            })?;
+        let records = store.coordination().query_sessions(&SessionQuery {
+            limit: usize::MAX >> 1,
+            ..SessionQuery::default()
+        })?;
+        Ok(records
+            .iter()
+            .filter_map(|r| SessionInfo::from_record(r, None))
+            .collect())
+    }
+
+    /// Records the URL this engine is served at with its registration (`GET /v1/engines`,
+    /// `codebuffd doctor` show it).
     pub fn announce_url(&self, url: &str) {
-        let mut lock = self.lock.lock_unpoisoned();
-        if let Err(error) = lock.announce_url(url) {
-            tracing::warn!(%error, "cannot record the URL in the data directory's lock file");
+        if let Err(error) = self.lease.announce_url(url) {
+            tracing::warn!(%error, "cannot record the URL with this engine's registration");
         }
     }
 

@@ -11,7 +11,7 @@
 //! * [`session`]: sessions, turns, questions, the lifecycle rules, the follow cursor and the
 //!   turn verdict every door reads with; [`webhooks`]: the signed, durable deliveries from the
 //!   store's outbox; [`engine`] starts it all. Leaf helpers beside them: [`sync`] (lock
-//!   poisoning), [`instance`] (the data directory's id), [`data_lock`], [`scope`] (a
+//!   poisoning), [`instance`] (the data directory's id), [`scope`] (a
 //!   connection's slot and the stop signal), [`metrics`] (the Prometheus metrics every layer
 //!   may count in).
 //! * Front doors: [`http`] (the `/v1` API, and ACP over HTTP), [`acp`] (the Agent Client
@@ -35,7 +35,6 @@ pub mod cli;
 pub mod codebuff;
 pub mod commands;
 pub mod config;
-pub mod data_lock;
 pub mod engine;
 pub mod http;
 pub mod instance;

@@ -166,6 +166,8 @@ async fn sessions_are_described_and_ended_without_ever_echoing_their_api_key() {
         .unwrap()
         .keys()
         .map(String::as_str)
+        // (ours) Present while an engine holds the session, which it lets go of when idle.
+        .filter(|k| *k != "owner")
         .collect();
     keys.sort_unstable();
     let mut want = vec![

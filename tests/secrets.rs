@@ -211,7 +211,8 @@ async fn the_data_directory_is_private_whatever_the_umask() {
     let names: Vec<String> = walk_names(data.path());
     for expected in [
         "instance-id",
-        "engine.lock",
+        // This engine's lease (`<db>.engines/<engine id>.lock`).
+        ".lock",
         "server.json",
         "envelopes.jsonl",
     ] {

@@ -453,6 +453,9 @@ impl FailingStore {
 }
 
 impl EventStore for FailingStore {
+    fn coordination(&self) -> &dyn codebuffd::store::Coordination {
+        self.inner.coordination()
+    }
     fn create(&self, record: &SessionRecord) -> Result<(), StoreError> {
         self.check()?;
         self.inner.create(record)
@@ -542,7 +545,7 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         ..CreateRequest::default()
     };
     manager.create("s", request).await.unwrap();
-    manager.send_message("s", "flood 100000 400").unwrap();
+    manager.send_message("s", "flood 100000 400").await.unwrap();
     wait_until("the turn under way", Duration::from_secs(20), || {
         events(&store, "s").len() > 40
     })
@@ -552,7 +555,7 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         manager.info("s").unwrap().status == SessionStatus::Failed
     })
     .await;
-    let refused = manager.send_message("s", "echo during");
+    let refused = manager.send_message("s", "echo during").await;
     assert!(
         matches!(
             refused,
@@ -580,7 +583,7 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         manager.info("s").unwrap().status == SessionStatus::Idle
     })
     .await;
-    manager.send_message("s", "echo after").unwrap();
+    manager.send_message("s", "echo after").await.unwrap();
     wait_until("the next turn", Duration::from_secs(20), || {
         events(&store, "s")
             .iter()
@@ -625,7 +628,7 @@ async fn a_delete_the_store_refuses_keeps_the_session_for_a_retry() {
         ..CreateRequest::default()
     };
     manager.create("s", request).await.unwrap();
-    manager.send_message("s", "echo one").unwrap();
+    manager.send_message("s", "echo one").await.unwrap();
     wait_until("the turn", Duration::from_secs(20), || {
         events(&store, "s")
             .iter()

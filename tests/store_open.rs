@@ -240,8 +240,8 @@ fn check_upgraded(open: &dyn Fn() -> Arc<dyn EventStore>, id: &str) {
     assert_eq!(find_record(&*store, id), r);
     assert_eq!(store.last_sequence(id).unwrap(), 0);
     assert_eq!(append(&*store, id, vec![draft(1)]), 1);
+    assert!(store.coordination().claim(id, "", "adopter").unwrap());
     r.owner = "adopter".into();
-    store.put_session(&r).unwrap();
     store.flush().unwrap();
     drop(store);
     let store = open();
@@ -285,7 +285,7 @@ fn a_version_1_sqlite_database_is_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
     // Version 5 added the webhook outbox.
     let outbox: i64 = conn
         .query_row("SELECT count(*) FROM webhook_outbox", [], |r| r.get(0))
@@ -343,7 +343,7 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
     let rows: Vec<(i64, String, String, Option<String>)> = conn
         .prepare("SELECT sequence, type, event, raw FROM events WHERE session_id = 'old' ORDER BY sequence")
         .unwrap()
@@ -464,7 +464,7 @@ fn a_version_1_postgres_database_is_upgraded() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
-    assert_eq!(versions, vec![1, 4]);
+    assert_eq!(versions, vec![1, 5]);
 }
 
 #[test]

@@ -543,9 +543,14 @@ fn owner_round_trips(db: &impl Backend) {
     store.create(&old).unwrap();
     assert_eq!(find_record(&*store, &mine).owner, owner);
     assert_eq!(find_record(&*store, &legacy).owner, "");
-    // Adopting: the next put names the new owner.
+    // A put never changes the owner; a claim (compare-and-swap) does.
+    let mut put = old.clone();
+    put.owner = "someone else".into();
+    store.put_session(&put).unwrap();
+    assert_eq!(find_record(&*store, &legacy).owner, "");
+    assert!(store.coordination().claim(&legacy, "", &owner).unwrap());
+    assert!(!store.coordination().claim(&legacy, "", "third").unwrap());
     old.owner = owner.clone();
-    store.put_session(&old).unwrap();
     assert_eq!(find_record(&*store, &legacy), old);
     if db.durable() {
         let fresh = db.open();

@@ -150,7 +150,7 @@ fn agent(door: Arc<Door>) -> impl ConnectTo<Client> {
         .on_receive_request(
             async move |req: PromptRequest, responder, cx| {
                 // Its place in the session's queue is taken now, in the order prompts came.
-                let queued = match prompt::queue(&d9, &req) {
+                let queued = match prompt::queue(&d9, &req).await {
                     Ok(queued) => queued,
                     Err(e) => return responder.respond_with_error(e),
                 };

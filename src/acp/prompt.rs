@@ -35,7 +35,7 @@ pub struct Queued {
 
 /// Queues a prompt on its session as it arrives (called by the dispatch loop, so prompts take
 /// their places in the order they came).
-pub fn queue(door: &Door, req: &PromptRequest) -> Result<Queued, Error> {
+pub async fn queue(door: &Door, req: &PromptRequest) -> Result<Queued, Error> {
     let id = req.session_id.to_string();
     let info = door.manager.info(&id).map_err(session_error)?;
     let image_dir = content::image_dir(&door.options.data_dir, &id);
@@ -47,6 +47,7 @@ pub fn queue(door: &Door, req: &PromptRequest) -> Result<Queued, Error> {
     let turn = door
         .manager
         .queue_turn(&id, message)
+        .await
         .map_err(session_error)?;
     Ok(Queued {
         turn,

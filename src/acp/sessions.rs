@@ -240,6 +240,7 @@ pub async fn set_mode(
     }
     door.manager
         .set_agent_mode(&id, &mode)
+        .await
         .map_err(session_error)?;
     // The session's actor takes the mode in its own time; answer once it has.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);

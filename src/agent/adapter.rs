@@ -194,6 +194,13 @@ pub async fn unpack_and_install(dest: &Path, replace_incomplete: bool) -> Result
     })?;
     crate::private_files::create_dir_all(parent)
         .map_err(|e| InstallError(format!("cannot create {}: {e}", parent.display())))?;
+    // One process installs at a time (engines starting together on one data directory would
+    // each run `npm ci`); the others wait, then find it installed.
+    let _installing = install_lock(parent).await?;
+    if packages_installed(dest) && matches_embedded(dest) {
+        tracing::info!(dir = %dest.display(), "another process installed the adapter; using it");
+        return Ok(());
+    }
     let temp = parent.join(format!(
         ".tmp-{}-{}",
         std::process::id(),
@@ -204,6 +211,27 @@ pub async fn unpack_and_install(dest: &Path, replace_incomplete: bool) -> Result
         let _ = std::fs::remove_dir_all(&temp);
     }
     result
+}
+
+/// Takes `<parent>/.install.lock` (waiting for a process installing now). The kernel releases
+/// it when the holder exits, however it exits.
+async fn install_lock(parent: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, InstallError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = parent.join(".install.lock");
+    let fail = |e: String| InstallError(format!("cannot lock {}: {e}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| fail(e.to_string()))?;
+    tokio::task::spawn_blocking(move || {
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).map_err(|(_, e)| e)
+    })
+    .await
+    .map_err(|e| fail(e.to_string()))?
+    .map_err(|e| fail(e.to_string()))
 }
 
 async fn unpack_into(

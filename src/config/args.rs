@@ -21,6 +21,11 @@ pub struct EngineArgs {
     /// daemons), or `memory` (lost at exit) [default: sqlite in the data dir; env CODEBUFFD_STORE].
     #[arg(long, value_name = "SPEC")]
     pub store: Option<String>,
+    /// With a shared Postgres store: how long an engine that stops heartbeating keeps its
+    /// sessions before a survivor interrupts their turns (2–3600 s) [default: 30; env
+    /// CODEBUFFD_STORE_LEASE]. SQLite engines need none: the OS releases a dead one's lock.
+    #[arg(long, value_name = "SECONDS")]
+    pub store_lease: Option<f64>,
     /// The codebuff agent command [default: the bundled adapter; env CODEBUFFD_AGENT_COMMAND].
     #[arg(long, value_name = "PATH")]
     pub agent_command: Option<PathBuf>,

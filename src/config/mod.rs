@@ -35,6 +35,8 @@ pub struct DaemonConfig {
     pub sse_keep_alive: Duration,
     /// The store spec (`sqlite`, `sqlite://PATH`, `postgres://…`, `memory`).
     pub store: String,
+    /// A shared Postgres store's engine lease (heartbeat expiry).
+    pub store_lease: Duration,
     /// Sessions may set loader variables (`LD_PRELOAD`, `NODE_OPTIONS`, …) in their `env`.
     pub allow_loader_env: bool,
     /// Connections served at once; `None` = from the open-files limit.
@@ -82,6 +84,7 @@ impl DaemonConfig {
         crate::engine::EngineConfig {
             data_dir: self.data_dir.clone(),
             store: self.store.clone(),
+            store_lease: self.store_lease,
             agent_command: self.agent_command.clone(),
             limits: crate::session::Limits {
                 turn_timeout: self.turn_timeout,
@@ -119,6 +122,7 @@ pub const SERVER_KEYS: &[&str] = &[
     "max_line_bytes",
     "max_body_bytes",
     "store",
+    "store_lease",
     "sse_keep_alive",
     "header_read_timeout",
     "max_connections",
@@ -331,6 +335,15 @@ impl DaemonConfig {
                 .unwrap_or(crate::ws::DEFAULT_QUESTION_TIMEOUT_SECS),
         )?
         .unwrap_or(Duration::from_secs(60));
+        let store_lease = match l.value::<f64>("store_lease", args.engine.store_lease)? {
+            None => Duration::from_secs(30),
+            Some(s) if s.is_finite() && (2.0..=3600.0).contains(&s) => Duration::from_secs_f64(s),
+            Some(s) => {
+                return Err(ConfigError(format!(
+                    "the store lease must be between 2 and 3600 seconds, got {s}"
+                )))
+            }
+        };
         let webhooks = webhooks::resolve(&mut l, &args.webhooks)?;
         let metrics_no_auth = webhooks::metrics_no_auth(&mut l, &args.webhooks)?;
         Ok(DaemonConfig {
@@ -352,6 +365,7 @@ impl DaemonConfig {
             allowed_hosts,
             allow_loader_env,
             store,
+            store_lease,
             host,
             port,
             token,

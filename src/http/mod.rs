@@ -7,6 +7,7 @@ mod acp;
 mod acp_ws;
 mod agents;
 mod auth;
+mod engines;
 mod events;
 mod extract;
 mod guard;
@@ -155,6 +156,7 @@ pub fn router(manager: Arc<SessionManager>, options: &HttpOptions) -> Router {
         .route("/v1/agents/{agent}/install", post(agents::install_agent))
         .route("/v1/agents/{agent}/modes", get(agents::list_modes))
         .route("/v1/agents/{agent}/models", get(agents::list_models))
+        .route("/v1/engines", get(engines::list_engines))
         .route("/v1/sessions", get(sessions::list_sessions))
         .route(
             s,

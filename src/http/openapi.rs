@@ -14,7 +14,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::auth::OPEN_PATHS;
 use super::problem::Problem;
-use super::{acp, agents, events, questions, sessions, webhooks};
+use super::{acp, agents, engines, events, questions, sessions, webhooks};
 use crate::session::SessionInfo;
 use crate::universal::UniversalEvent;
 
@@ -25,7 +25,7 @@ use crate::universal::UniversalEvent;
     paths(
         super::health,
         agents::list_agents, agents::install_agent, agents::list_modes, agents::list_models,
-        sessions::list_sessions, sessions::create_session, sessions::get_session,
+        engines::list_engines, sessions::list_sessions, sessions::create_session, sessions::get_session,
         sessions::delete_session,
         sessions::post_message, sessions::post_message_stream, sessions::terminate,
         sessions::cancel,

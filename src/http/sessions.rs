@@ -65,6 +65,9 @@ pub struct ListQuery {
     /// (ours) Only sessions in these states, comma-separated (`idle`, `running`,
     /// `awaiting_input`, `ended`, `failed`).
     pub status: Option<String>,
+    /// (ours) Only sessions held by this engine (an `engineId` of `GET /v1/engines`); empty:
+    /// only sessions no engine holds.
+    pub owner: Option<String>,
 }
 
 /// Largest page `limit` accepts.
@@ -98,7 +101,10 @@ pub async fn list_sessions(
         })?;
         statuses.push(status);
     }
-    let (sessions, next_cursor) = state.manager.page(limit, q.cursor.as_deref(), &statuses)?;
+    let (sessions, next_cursor) =
+        state
+            .manager
+            .page_owned_by(limit, q.cursor.as_deref(), &statuses, q.owner.as_deref())?;
     Ok(Json(SessionList {
         sessions,
         next_cursor,
@@ -223,6 +229,7 @@ pub async fn post_message(
     state
         .manager
         .send_message(&id, prompt)
+        .await
         .map_err(|e| Problem::from(e).session(&id))?;
     Ok(StatusCode::NO_CONTENT)
 }

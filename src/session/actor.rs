@@ -18,7 +18,7 @@ use super::info::{EndState, SessionStatus};
 use super::message::UserMessage;
 use super::observe::PendingShare;
 use super::queue::MessageQueue;
-use super::record::{now_ms, to_record, RecordOf, Shared};
+use super::record::{now_ms, Shared};
 use super::turn::StopReason;
 use super::{SessionError, SessionSettings};
 use crate::agent::AgentProcess;
@@ -36,9 +36,13 @@ pub(crate) enum Origin {
     Created {
         ready: Option<oneshot::Sender<Result<(), SessionError>>>,
     },
-    /// Loaded from the store after a restart; `running` is the agent process its record names
-    /// (a turn the previous daemon left running), if any.
-    Restored { running: Option<RunningProcess> },
+    /// Loaded from the store (taken over from an engine that let it go or died); `running`
+    /// is the agent process its record names (a turn a dead engine left running), if any,
+    /// ended for `why`.
+    Restored {
+        running: Option<RunningProcess>,
+        why: String,
+    },
 }
 
 /// One session's actor.
@@ -50,11 +54,14 @@ pub(crate) struct Actor {
     pub(super) converter: CodebuffConverter,
     pub(super) queue: MessageQueue,
     pub(super) rx: mpsc::Receiver<Command>,
+    /// Whether this engine owns the session in the store (see `owner.rs`).
+    pub(super) owned: Arc<std::sync::atomic::AtomicBool>,
+    pub(super) routing: Arc<tokio::sync::Mutex<()>>,
     pub(super) drafts: Vec<EventDraft>,
     /// Replies owed once the running turn has ended (terminate, shutdown).
     pub(super) waiting: Vec<oneshot::Sender<()>>,
     pub(super) exit: bool,
-    created_at: u64,
+    pub(super) created_at: u64,
     origin: Origin,
     /// Whether the store's write queue has room (a store whose appends can wait; see
     /// [`crate::store::EventStore::room`]).
@@ -65,6 +72,9 @@ pub(crate) struct Actor {
     pub(super) store_failure: Option<String>,
     /// This session's share of the pending-questions/permissions gauges (`observe.rs`).
     pending: PendingShare,
+    /// The running turn's agent process as last recorded (status changes rewrite the record
+    /// with it, so other engines' lists see `awaiting_input`).
+    pub(super) recorded_process: std::sync::Mutex<Option<RunningProcess>>,
 }
 
 impl Actor {
@@ -92,18 +102,21 @@ impl Actor {
             converter,
             queue: MessageQueue::new(mailbox.queued),
             rx: mailbox.rx,
+            owned: mailbox.owned,
+            routing: mailbox.routing,
             drafts: Vec::new(),
             waiting: Vec::new(),
             exit: false,
             store_failure: None,
             pending: PendingShare::default(),
+            recorded_process: std::sync::Mutex::new(None),
         }
     }
 
     /// Runs until the daemon shuts down (or every handle to the session is gone).
     pub(crate) async fn run(mut self) {
         match std::mem::replace(&mut self.origin, Origin::Created { ready: None }) {
-            Origin::Restored { running } => self.recover(running).await,
+            Origin::Restored { running, why } => self.recover(running, &why).await,
             Origin::Created { ready } => {
                 self.drafts.push(self.settings.started_event());
                 let recorded = match self.flush().await {
@@ -128,17 +141,19 @@ impl Actor {
                     continue;
                 }
             }
+            self.release_if_idle().await;
             match self.rx.recv().await {
                 Some(cmd) => self.handle_idle(cmd).await,
                 None => break,
             }
         }
+        self.release_if_idle().await;
         for w in self.waiting.drain(..) {
             let _ = w.send(());
         }
     }
 
-    fn ended(&self) -> Option<EndState> {
+    pub(super) fn ended(&self) -> Option<EndState> {
         self.shared.lock().end.clone()
     }
 
@@ -221,23 +236,6 @@ impl Actor {
             self.converter.pending_permission_count(),
         );
         true
-    }
-
-    /// Writes the session's record (with the running agent process, if any).
-    pub(super) fn persist(&self, running: Option<RunningProcess>) {
-        let live = self.shared.snapshot();
-        let record = to_record(RecordOf {
-            session_id: &self.id,
-            settings: &self.settings,
-            live: &live,
-            created_at: self.created_at,
-            running,
-            // Also adopts a restored session written before sessions had owners.
-            owner: &self.ctx.instance_id,
-        });
-        if let Err(error) = self.ctx.store.put_session(&record) {
-            tracing::error!(session = %self.id, %error, "saving the session record failed");
-        }
     }
 
     /// Queues a message, or refuses it when the session has ended.

@@ -54,4 +54,9 @@ pub(crate) enum Command {
 pub(crate) struct Mailbox {
     pub rx: mpsc::Receiver<Command>,
     pub queued: QueueCount,
+    /// Whether the engine owns the session in the store (the actor clears it as it lets go).
+    pub owned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Held by the manager while it hands the actor a request, and by the actor while it
+    /// lets the session go.
+    pub routing: std::sync::Arc<tokio::sync::Mutex<()>>,
 }

@@ -50,9 +50,11 @@ pub struct SessionContext {
     pub limits: Limits,
     /// What new sessions may ask for.
     pub policy: CreatePolicy,
-    /// This daemon's instance id ([`crate::instance`]): the owner written into the records of
-    /// its sessions, and the only owner (besides none) whose sessions it restores.
+    /// The data directory's instance id ([`crate::instance`]).
     pub instance_id: String,
+    /// This engine process's id (new at every start): the owner the store records for the
+    /// sessions it runs, alive while the engine holds its lease ([`crate::store::Lease`]).
+    pub engine_id: String,
 }
 
 impl SessionContext {
@@ -76,6 +78,7 @@ impl SessionContext {
                 ..CreatePolicy::new(std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")))
             },
             instance_id,
+            engine_id: uuid::Uuid::new_v4().hyphenated().to_string(),
         }
     }
 }

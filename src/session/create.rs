@@ -12,7 +12,7 @@ use super::command::{Command, Mailbox};
 use super::info::SessionInfo;
 use super::manager::{info_of, Handle, SessionManager, MAILBOX, MAX_ID_LEN};
 use super::queue::QueueCount;
-use super::record::{from_record, now_ms, to_record, Live, RecordOf, Shared};
+use super::record::{now_ms, to_record, Live, RecordOf, Shared};
 use super::settings::{CreateRequest, SessionSettings};
 use super::SessionError;
 use crate::agent::AgentKind;
@@ -81,7 +81,7 @@ impl SessionManager {
         self.creating.lock_unpoisoned().remove(id);
         let handle = created?;
         tracing::info!(session = %id, agent = handle.settings.agent.id(), "session created");
-        let info = info_of(&handle);
+        let info = info_of(&handle, &self.ctx.engine_id);
         self.sessions
             .write_unpoisoned()
             .insert(id.to_string(), handle);
@@ -105,7 +105,8 @@ impl SessionManager {
             live: &live,
             created_at: now,
             running: None,
-            owner: &self.ctx.instance_id,
+            // Its creator runs it first (its actor lets it go once idle).
+            owner: &self.ctx.engine_id,
         });
         let store = self.ctx.store.clone();
         let committed = tokio::task::spawn_blocking(move || store.create(&record))
@@ -140,50 +141,6 @@ impl SessionManager {
         }
     }
 
-    /// Loads this daemon's stored sessions (its own and unowned ones, see the module docs) and
-    /// starts their actors; sessions whose turn was running when the previous daemon died are
-    /// recovered (their agent killed, the turn ended as interrupted). Returns how many
-    /// sessions were loaded.
-    pub fn restore(&self) -> Result<usize, SessionError> {
-        let records = self.ctx.store.load_sessions()?;
-        let mut sessions = self.sessions.write_unpoisoned();
-        let mut loaded = 0;
-        let mut others = 0;
-        for record in records {
-            if !record.owner.is_empty() && record.owner != self.ctx.instance_id {
-                others += 1;
-                continue;
-            }
-            let last = self.ctx.store.last_sequence(&record.session_id).ok();
-            let Some(restored) = from_record(&record, last) else {
-                tracing::error!(session = %record.session_id, "stored settings are unusable; session skipped");
-                continue;
-            };
-            let handle = self.start_actor(
-                &record.session_id,
-                Arc::new(restored.settings),
-                restored.live,
-                restored.created_at,
-                Origin::Restored {
-                    running: restored.running,
-                },
-            );
-            if handle.shared.lock().end.is_none() {
-                // A warm agent for the session's next turn.
-                self.ctx.agents.prewarm(handle.settings.agent);
-            }
-            sessions.insert(record.session_id.clone(), handle);
-            loaded += 1;
-        }
-        if others > 0 {
-            tracing::info!(
-                sessions = others,
-                "left the stored sessions of other daemons alone"
-            );
-        }
-        Ok(loaded)
-    }
-
     /// Starts the actor of a session and returns its handle.
     pub(super) fn start_actor(
         &self,
@@ -200,6 +157,8 @@ impl SessionManager {
         let (tx, rx) = mpsc::channel(MAILBOX);
         let queued = QueueCount::default();
         let id: Arc<str> = id.into();
+        let owned = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let routing = Arc::new(tokio::sync::Mutex::new(()));
         let actor = Actor::new(
             id.clone(),
             settings.clone(),
@@ -208,6 +167,8 @@ impl SessionManager {
             Mailbox {
                 rx,
                 queued: queued.clone(),
+                owned: owned.clone(),
+                routing: routing.clone(),
             },
             created_at,
             origin,
@@ -217,11 +178,12 @@ impl SessionManager {
             id,
             settings,
             created_at,
-            order: self.next_order.fetch_add(1, Ordering::Relaxed),
             shared,
             tx,
             queued,
             task: Mutex::new(Some(task)),
+            owned,
+            routing,
         })
     }
 }

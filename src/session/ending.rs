@@ -9,7 +9,9 @@ use tokio::sync::oneshot;
 
 use super::actor::Origin;
 use super::command::Command;
+use super::inbox::Request;
 use super::manager::{Handle, SessionManager};
+use super::owner::Route;
 use super::SessionError;
 use crate::agent::AgentKind;
 use crate::sync::{LockExt, RwLockExt};
@@ -17,13 +19,25 @@ use crate::sync::{LockExt, RwLockExt};
 impl SessionManager {
     /// Ends the session (idempotent): stops its turn, records `session.ended`.
     pub async fn terminate(&self, id: &str) -> Result<(), SessionError> {
-        let handle = self.handle(id)?;
-        let (reply, rx) = oneshot::channel();
-        if handle.tx.send(Command::Terminate { reply }).await.is_ok() {
-            let _ = rx.await;
+        loop {
+            match self.route(id).await? {
+                Route::Local(handle, routing) => {
+                    let (reply, rx) = oneshot::channel();
+                    let sent = handle.tx.send(Command::Terminate { reply }).await.is_ok();
+                    drop(routing);
+                    if sent {
+                        let _ = rx.await;
+                    }
+                    self.release_spare_if_unused(handle.settings.agent);
+                    return Ok(());
+                }
+                Route::Remote(owner) => {
+                    if let Some(done) = self.relay(id, &owner, &Request::Terminate).await? {
+                        return done.map(|_| ());
+                    }
+                }
+            }
         }
-        self.release_spare_if_unused(handle.settings.agent);
-        Ok(())
     }
 
     /// Deletes a session for good: ends it as `terminate` does (its turn stopped, its agent
@@ -31,8 +45,18 @@ impl SessionManager {
     /// following it end. Unknown ids are `NotFound`; a store that cannot delete now leaves the
     /// session listed (ended) so the delete can be retried.
     pub async fn delete(&self, id: &str) -> Result<(), SessionError> {
-        let handle = self.handle(id)?;
         self.terminate(id).await?;
+        // Deleted by the engine that holds the session (here, unless another one does).
+        let handle = loop {
+            match self.route(id).await? {
+                Route::Local(handle, _routing) => break handle,
+                Route::Remote(owner) => {
+                    if let Some(done) = self.relay(id, &owner, &Request::Delete).await? {
+                        return done.map(|_| ());
+                    }
+                }
+            }
+        };
         let (reply, rx) = oneshot::channel();
         if handle.tx.send(Command::Shutdown { reply }).await.is_ok() {
             let _ = rx.await;
@@ -70,7 +94,10 @@ impl SessionManager {
             old.settings.clone(),
             old.shared.snapshot(),
             old.created_at,
-            Origin::Restored { running: None },
+            Origin::Restored {
+                running: None,
+                why: "the session was revived after a failed delete".to_owned(),
+            },
         );
         let mut sessions = self.sessions.write_unpoisoned();
         sessions.insert(old.id.to_string(), handle);

@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::record::{from_record, Live};
+use super::settings::SessionSettings;
+use crate::store::SessionRecord;
 use crate::universal::Cost;
 
 /// Where a session is in its life.
@@ -104,6 +107,12 @@ pub struct SessionInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub first_prompt: Option<String>,
+    /// (ours) The engine that holds the session now (`engineId` of `GET /v1/engines`): the
+    /// one running its turn, or the one that just created or ran it; absent when no engine
+    /// holds it (any may take it for the next turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub owner: Option<String>,
 }
 
 /// Characters of a prompt kept by [`prompt_preview`].
@@ -129,6 +138,61 @@ pub fn prompt_preview(text: &str) -> String {
             out
         }
         None => out,
+    }
+}
+
+impl SessionInfo {
+    /// The info of a stored session, as its record says (the engine running it writes it at
+    /// every change of state); `last_sequence`, when known, is what its log holds.
+    pub fn from_record(record: &SessionRecord, last_sequence: Option<u64>) -> Option<SessionInfo> {
+        let restored = from_record(record, last_sequence)?;
+        let mut live = restored.live;
+        // A session another engine runs is as its record says (a dead engine's turn is ended
+        // by a survivor within moments).
+        if live.end.is_none() {
+            if let Some(status) = SessionStatus::parse(&record.status) {
+                live.status = status;
+            }
+        }
+        let mut info = SessionInfo::from_live(
+            &record.session_id,
+            &restored.settings,
+            live,
+            restored.created_at,
+        );
+        info.owner = (!record.owner.is_empty()).then(|| record.owner.clone());
+        Some(info)
+    }
+
+    /// The info of a session from its settings and live state.
+    pub(super) fn from_live(
+        id: &str,
+        s: &SessionSettings,
+        live: Live,
+        created_at: u64,
+    ) -> SessionInfo {
+        SessionInfo {
+            session_id: id.to_owned(),
+            agent: s.agent.id().to_owned(),
+            agent_mode: live.agent_mode.clone(),
+            permission_mode: s.permission_mode.clone(),
+            model: s.model.clone(),
+            variant: s.variant.clone(),
+            native_session_id: live.native_session_id,
+            ended: live.end.is_some(),
+            event_count: live.event_count,
+            created_at,
+            updated_at: live.updated_at,
+            directory: s.directory.display().to_string(),
+            title: s.title.clone(),
+            status: live.status,
+            budget: s.max_credits,
+            remaining: s.max_credits.map(|b| (b - live.cost.credits).max(0.0)),
+            cost: live.cost,
+            turns: live.turns,
+            first_prompt: live.first_prompt,
+            owner: None,
+        }
     }
 }
 

@@ -1,15 +1,16 @@
-//! The session registry: creates sessions, routes requests to their actors, lists them, and
-//! shuts them all down.
+//! The session registry: creates sessions, routes requests to the engine that runs them, lists
+//! them, and shuts this engine's down.
 //!
-//! Ownership: every session record names the daemon that runs it (its instance id, see
-//! [`crate::instance`]). Many daemons may share one store, so at start a daemon restores only
-//! the sessions it owns, plus unowned ones (records written before sessions had owners), which
-//! it adopts: its next write of the record names it. Other daemons' sessions are not loaded at
-//! all — never recovered, appended to, or their agents killed — and creating a session under
-//! an id one of them uses fails as taken (the store refuses the duplicate).
+//! Many engines (processes on one data directory, daemons of a fleet on one Postgres) share
+//! one store; each has its own id ([`SessionContext::engine_id`]). A session running a turn (or
+//! holding waiting messages) is owned by one engine, recorded in the store; an idle session is
+//! owned by nobody (see `owner.rs`). Requests for a session this engine runs go to its actor;
+//! for a session another live engine runs, to that engine through the store's inbox
+//! (`inbox.rs`); for an idle one, this engine takes it and runs it. Lists and infos of sessions
+//! come from the store (this engine's own from their actors, which are fresher).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -18,30 +19,44 @@ use tokio::task::JoinHandle;
 
 use super::command::Command;
 use super::context::SessionContext;
+use super::inbox::Request;
 use super::info::{EndState, SessionInfo, SessionStatus};
 use super::message::UserMessage;
+use super::owner::Route;
 use super::queue::QueueCount;
 use super::record::{now_ms, Shared};
 use super::settings::{validate_agent_mode, SessionSettings};
 use super::SessionError;
-use crate::codebuff::PermissionReply;
-use crate::store::EventStore;
+use crate::store::{EventStore, SessionQuery, SessionRecord};
 use crate::sync::RwLockExt;
+use crate::universal::PermissionReply;
 
 /// Longest accepted session id.
 pub(super) const MAX_ID_LEN: usize = 256;
 
+/// A session this engine has an actor for (running it, or idle after it did).
 pub(super) struct Handle {
     pub(super) id: Arc<str>,
     pub(super) settings: Arc<SessionSettings>,
     pub(super) created_at: u64,
-    /// Creation order in this daemon: breaks ties of `created_at` (milliseconds) in `list`.
-    pub(super) order: u64,
     pub(super) shared: Shared,
     pub(super) tx: mpsc::Sender<Command>,
     /// The session's client messages waiting for their turn (bounded, see [`super::queue`]).
     pub(super) queued: QueueCount,
     pub(super) task: Mutex<Option<JoinHandle<()>>>,
+    /// True while this engine owns the session in the store (its actor clears it when it
+    /// lets the session go).
+    pub(super) owned: Arc<AtomicBool>,
+    /// Held while a request is routed to the actor and while the actor lets the session go:
+    /// a request is only ever handed to an actor that owns its session.
+    pub(super) routing: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Handle {
+    /// True while the actor runs and owns its session.
+    pub(super) fn serving(&self) -> bool {
+        self.owned.load(Ordering::SeqCst) && !self.tx.is_closed()
+    }
 }
 
 /// Commands a session's mailbox holds before senders wait (control commands) or are refused
@@ -61,28 +76,43 @@ pub enum Cancel {
 
 /// A message waiting for its turn ([`SessionManager::queue_turn`]).
 #[derive(Debug)]
-pub struct QueuedTurn(oneshot::Receiver<Result<u64, SessionError>>);
+pub struct QueuedTurn(QueuedIn);
+
+#[derive(Debug)]
+enum QueuedIn {
+    /// In this engine's actor.
+    Here(oneshot::Receiver<Result<u64, SessionError>>),
+    /// Relayed to the engine that runs the session: its reply.
+    There(JoinHandle<Result<u64, SessionError>>),
+}
 
 impl QueuedTurn {
     /// Waits until the message's turn starts: the sequence of its `turn.started`, or why it
     /// never will ([`SessionError::Cancelled`] when a cancel dropped it, `Terminated` …).
     pub async fn started(self) -> Result<u64, SessionError> {
-        self.0.await.map_err(|_| SessionError::ShuttingDown)?
+        match self.0 {
+            QueuedIn::Here(rx) => rx.await.map_err(|_| SessionError::ShuttingDown)?,
+            QueuedIn::There(task) => task.await.map_err(|_| SessionError::ShuttingDown)?,
+        }
     }
 }
 
-/// All sessions of the daemon.
+/// All sessions, as this engine sees them.
 pub struct SessionManager {
     pub(super) ctx: Arc<SessionContext>,
+    /// The sessions this engine has actors for.
     pub(super) sessions: RwLock<HashMap<String, Arc<Handle>>>,
     /// Ids being created (their record is being committed, without holding `sessions`).
     pub(super) creating: Mutex<std::collections::HashSet<String>>,
     pub(super) shutting_down: AtomicBool,
-    /// The next session's `Handle::order`.
-    pub(super) next_order: AtomicU64,
-    /// How many sessions this manager has created: raised after each, so followers of "every
-    /// session" (the WebSocket door's `*`) learn of new ones without polling the list.
+    /// Raised when sessions are created (here, or seen created by other engines): followers
+    /// of "every session" (the WebSocket door's `*`) learn of new ones without polling.
     pub(super) created: watch::Sender<u64>,
+    /// True while other engines share the store (refreshed every second by the reaper): only
+    /// then is the inbox looked at.
+    pub(super) others: AtomicBool,
+    /// The background tasks of ownership (reaper, inbox), stopped at shutdown.
+    pub(super) background: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl SessionManager {
@@ -93,20 +123,26 @@ impl SessionManager {
             sessions: RwLock::new(HashMap::new()),
             creating: Mutex::new(std::collections::HashSet::new()),
             shutting_down: AtomicBool::new(false),
-            next_order: AtomicU64::new(0),
             created: watch::Sender::new(0),
+            others: AtomicBool::new(false),
+            background: Mutex::new(Vec::new()),
         }
     }
 
-    /// A receiver that changes each time a session is created (the value counts them).
+    /// A receiver that changes when sessions are created (the value counts the changes).
     pub fn creations(&self) -> watch::Receiver<u64> {
         self.created.subscribe()
     }
 
-    /// The ids of every session, in no order (cheaper than [`SessionManager::list`]).
+    /// The ids of every session, newest first.
     pub fn ids(&self) -> Vec<String> {
-        let sessions = self.sessions.read_unpoisoned();
-        sessions.keys().cloned().collect()
+        self.records(&SessionQuery {
+            limit: usize::MAX >> 1,
+            ..SessionQuery::default()
+        })
+        .into_iter()
+        .map(|r| r.session_id)
+        .collect()
     }
 
     /// The event log all sessions write to.
@@ -119,6 +155,12 @@ impl SessionManager {
         &self.ctx
     }
 
+    /// This engine's id (the owner it writes into the sessions it runs).
+    pub fn engine_id(&self) -> &str {
+        &self.ctx.engine_id
+    }
+
+    /// The session's local handle, if this engine has an actor for it.
     pub(super) fn handle(&self, id: &str) -> Result<Arc<Handle>, SessionError> {
         let sessions = self.sessions.read_unpoisoned();
         sessions
@@ -127,15 +169,40 @@ impl SessionManager {
             .ok_or_else(|| SessionError::NotFound(id.to_owned()))
     }
 
+    /// Stored records (an unreadable store lists nothing, and says so in the log).
+    fn records(&self, query: &SessionQuery) -> Vec<SessionRecord> {
+        match self.ctx.store.coordination().query_sessions(query) {
+            Ok(records) => records,
+            Err(error) => {
+                tracing::error!(%error, "cannot list the stored sessions");
+                Vec::new()
+            }
+        }
+    }
+
+    /// The info of a stored session: from this engine's actor when it runs the session,
+    /// else from its record.
+    fn info_of_record(&self, record: &SessionRecord) -> Option<SessionInfo> {
+        if let Ok(h) = self.handle(&record.session_id) {
+            if h.serving() {
+                return Some(self.counted(&h));
+            }
+        }
+        SessionInfo::from_record(
+            record,
+            self.ctx.store.last_sequence(&record.session_id).ok(),
+        )
+    }
+
     /// Every session, newest first.
     pub fn list(&self) -> Vec<SessionInfo> {
-        let sessions = self.sessions.read_unpoisoned();
-        let mut handles: Vec<&Arc<Handle>> = sessions.values().collect();
-        handles.sort_by_key(|h| std::cmp::Reverse((h.created_at, h.order)));
-        handles
-            .into_iter()
-            .map(|h| self.counted(h))
-            .collect::<Vec<_>>()
+        self.records(&SessionQuery {
+            limit: usize::MAX >> 1,
+            ..SessionQuery::default()
+        })
+        .iter()
+        .filter_map(|r| self.info_of_record(r))
+        .collect()
     }
 
     /// A page of sessions, newest first: at most `limit` of those after `cursor` (a previous
@@ -148,67 +215,92 @@ impl SessionManager {
         cursor: Option<&str>,
         statuses: &[SessionStatus],
     ) -> Result<(Vec<SessionInfo>, Option<String>), SessionError> {
-        let after = cursor.map(parse_cursor).transpose()?;
-        let sessions = self.sessions.read_unpoisoned();
-        let mut handles: Vec<&Arc<Handle>> = sessions
-            .values()
-            .filter(|h| after.is_none_or(|a| (h.created_at, h.order) < a))
-            .collect();
-        handles.sort_by_key(|h| std::cmp::Reverse((h.created_at, h.order)));
-        let mut page = Vec::new();
-        let mut last = None;
-        let mut more = false;
-        for h in handles {
-            let info = self.counted(h);
-            if !statuses.is_empty() && !statuses.contains(&info.status) {
-                continue;
-            }
-            if page.len() == limit {
-                more = true;
-                break;
-            }
-            last = Some((h.created_at, h.order));
-            page.push(info);
-        }
-        let next = match (more, last) {
-            (true, Some((at, order))) => Some(format!("{at}.{order}")),
+        self.page_owned_by(limit, cursor, statuses, None)
+    }
+
+    /// [`SessionManager::page`] of the sessions `owner` runs (`Some("")`: idle ones).
+    pub fn page_owned_by(
+        &self,
+        limit: usize,
+        cursor: Option<&str>,
+        statuses: &[SessionStatus],
+        owner: Option<&str>,
+    ) -> Result<(Vec<SessionInfo>, Option<String>), SessionError> {
+        let before = cursor.map(parse_cursor).transpose()?;
+        let records = self
+            .ctx
+            .store
+            .coordination()
+            .query_sessions(&SessionQuery {
+                // One more than asked: whether a next page exists.
+                limit: limit.saturating_add(1),
+                before,
+                statuses: statuses.iter().map(|s| s.as_str().to_owned()).collect(),
+                owner: owner.map(str::to_owned),
+            })?;
+        let more = records.len() > limit;
+        let page: Vec<&SessionRecord> = records.iter().take(limit).collect();
+        let next = match (more, page.last()) {
+            (true, Some(last)) => Some(format!("{}.{}", last.created_at, last.session_id)),
             _ => None,
         };
-        Ok((page, next))
+        Ok((
+            page.into_iter()
+                .filter_map(|r| self.info_of_record(r))
+                .collect(),
+            next,
+        ))
     }
 
     /// Ended sessions whose last event is older than `age`, for retention.
     pub fn ended_before(&self, age: Duration) -> Vec<String> {
         let cutoff = now_ms().saturating_sub(u64::try_from(age.as_millis()).unwrap_or(u64::MAX));
-        let sessions = self.sessions.read_unpoisoned();
-        sessions
-            .values()
-            .filter(|h| {
-                let live = h.shared.lock();
-                live.end.is_some() && live.updated_at < cutoff
-            })
-            .map(|h| h.id.to_string())
-            .collect()
+        self.records(&SessionQuery {
+            limit: usize::MAX >> 1,
+            statuses: vec![SessionStatus::Ended.as_str().to_owned()],
+            ..SessionQuery::default()
+        })
+        .into_iter()
+        .filter(|r| r.updated_at < cutoff)
+        .map(|r| r.session_id)
+        .collect()
     }
 
     /// A cursor on session `id`'s committed log after sequence `after` (0: from its first
-    /// event): replay, then live. Every door reads sessions through it ([`super::Follow`]).
+    /// event): replay, then live, whichever engine appends to it. Every door reads sessions
+    /// through it ([`super::Follow`]).
     pub fn follow(&self, id: &str, after: u64) -> Result<super::Follow, SessionError> {
         super::Follow::new(self.ctx.store.clone(), id, after)
     }
 
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        Ok(self.counted(&*self.handle(id)?))
+        let info = match self.handle(id) {
+            Ok(h) if h.serving() => self.counted(&h),
+            _ => {
+                let record = self
+                    .ctx
+                    .store
+                    .coordination()
+                    .load_session(id)?
+                    .ok_or_else(|| SessionError::NotFound(id.to_owned()))?;
+                self.info_of_record(&record).ok_or_else(|| {
+                    SessionError::InvalidRequest(format!(
+                        "the stored settings of session `{id}` are unusable"
+                    ))
+                })?
+            }
+        };
+        Ok(info)
     }
 
-    /// A session's info with `eventCount` what its log holds, never more: the session counts
-    /// an event from its append, a moment before its commit, and, when the store refuses a
-    /// batch, events that never get in (their sequences are given again after the store
-    /// recovers, once the session has caught up with its log). A reader can read every event
-    /// `eventCount` counts.
+    /// The info of a session this engine serves, with `eventCount` what its log holds, never
+    /// more: the session counts an event from its append, a moment before its commit, and,
+    /// when the store refuses a batch, events that never get in (their sequences are given
+    /// again after the store recovers, once the session has caught up with its log). A reader
+    /// can read every event `eventCount` counts.
     fn counted(&self, h: &Handle) -> SessionInfo {
-        let mut info = info_of(h);
+        let mut info = info_of(h, &self.ctx.engine_id);
         if let Ok(stored) = self.ctx.store.last_sequence(&h.id) {
             info.event_count = info.event_count.min(stored);
         }
@@ -216,7 +308,7 @@ impl SessionManager {
     }
 
     /// Hands a command to the session's actor, waiting while its mailbox is full.
-    async fn send(&self, handle: &Handle, cmd: Command) -> Result<(), SessionError> {
+    pub(super) async fn send(&self, handle: &Handle, cmd: Command) -> Result<(), SessionError> {
         handle
             .tx
             .send(cmd)
@@ -268,22 +360,33 @@ impl SessionManager {
     }
 
     /// Queues a message; it runs when the turns before it have ended.
-    pub fn send_message(
+    pub async fn send_message(
         &self,
         id: &str,
         message: impl Into<UserMessage>,
     ) -> Result<(), SessionError> {
         let message = message.into();
         message.validate()?;
-        let handle = self.handle(id)?;
-        self.check_open(&handle)?;
-        self.queue_message(
-            &handle,
-            Command::Message {
-                message,
-                started: None,
-            },
-        )
+        loop {
+            match self.route(id).await? {
+                Route::Local(handle, _routing) => {
+                    self.check_open(&handle)?;
+                    return self.queue_message(
+                        &handle,
+                        Command::Message {
+                            message,
+                            started: None,
+                        },
+                    );
+                }
+                Route::Remote(owner) => {
+                    let request = Request::message(&message, false);
+                    if let Some(done) = self.relay(id, &owner, &request).await? {
+                        return done.map(|_| ());
+                    }
+                }
+            }
+        }
     }
 
     /// Queues a message and waits until its turn starts; returns the sequence of its
@@ -293,30 +396,43 @@ impl SessionManager {
         id: &str,
         message: impl Into<UserMessage>,
     ) -> Result<u64, SessionError> {
-        self.queue_turn(id, message)?.started().await
+        self.queue_turn(id, message).await?.started().await
     }
 
     /// Queues a message now (its place in the session's queue is taken before this returns,
     /// so messages queued one after the other run in that order); the answer waits for its
     /// turn to start.
-    pub fn queue_turn(
+    pub async fn queue_turn(
         &self,
         id: &str,
         message: impl Into<UserMessage>,
     ) -> Result<QueuedTurn, SessionError> {
         let message = message.into();
         message.validate()?;
-        let handle = self.handle(id)?;
-        self.check_open(&handle)?;
-        let (tx, rx) = oneshot::channel();
-        self.queue_message(
-            &handle,
-            Command::Message {
-                message,
-                started: Some(tx),
-            },
-        )?;
-        Ok(QueuedTurn(rx))
+        loop {
+            match self.route(id).await? {
+                Route::Local(handle, _routing) => {
+                    self.check_open(&handle)?;
+                    let (tx, rx) = oneshot::channel();
+                    self.queue_message(
+                        &handle,
+                        Command::Message {
+                            message,
+                            started: Some(tx),
+                        },
+                    )?;
+                    return Ok(QueuedTurn(QueuedIn::Here(rx)));
+                }
+                Route::Remote(owner) => {
+                    // The request is in the inbox (its place taken) before this returns.
+                    let request = Request::message(&message, true);
+                    if let Some(posted) = self.post(id, &owner, &request).await? {
+                        let task = tokio::spawn(posted.outcome());
+                        return Ok(QueuedTurn(QueuedIn::There(task)));
+                    }
+                }
+            }
+        }
     }
 
     /// Answers a pending question (one list of answers per question).
@@ -326,18 +442,16 @@ impl SessionManager {
         question_id: &str,
         answers: Vec<Vec<String>>,
     ) -> Result<(), SessionError> {
-        let handle = self.handle(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(
-            &handle,
-            Command::Answer {
-                question_id: question_id.to_owned(),
-                answers,
-                reply,
-            },
-        )
-        .await?;
-        rx.await.map_err(|_| SessionError::ShuttingDown)?
+        let request = Request::Answer {
+            question_id: question_id.to_owned(),
+            answers: answers.clone(),
+        };
+        self.steer(id, request, |reply| Command::Answer {
+            question_id: question_id.to_owned(),
+            answers: answers.clone(),
+            reply,
+        })
+        .await
     }
 
     /// Answers a permission request of the session's running turn (`once`, `always`,
@@ -348,33 +462,25 @@ impl SessionManager {
         permission_id: &str,
         answer: PermissionReply,
     ) -> Result<(), SessionError> {
-        let handle = self.handle(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(
-            &handle,
-            Command::Permission {
-                permission_id: permission_id.to_owned(),
-                answer,
-                reply,
-            },
-        )
-        .await?;
-        rx.await.map_err(|_| SessionError::ShuttingDown)?
+        let request = Request::permission(permission_id, answer);
+        self.steer(id, request, |reply| Command::Permission {
+            permission_id: permission_id.to_owned(),
+            answer,
+            reply,
+        })
+        .await
     }
 
     /// Declines a pending question.
     pub async fn reject(&self, id: &str, question_id: &str) -> Result<(), SessionError> {
-        let handle = self.handle(id)?;
-        let (reply, rx) = oneshot::channel();
-        self.send(
-            &handle,
-            Command::Reject {
-                question_id: question_id.to_owned(),
-                reply,
-            },
-        )
-        .await?;
-        rx.await.map_err(|_| SessionError::ShuttingDown)?
+        let request = Request::Reject {
+            question_id: question_id.to_owned(),
+        };
+        self.steer(id, request, |reply| Command::Reject {
+            question_id: question_id.to_owned(),
+            reply,
+        })
+        .await
     }
 
     /// Stops the running turn (if any); the session stays usable and the messages waiting
@@ -384,68 +490,99 @@ impl SessionManager {
     }
 
     /// Stops the running turn and, with [`Cancel::RunningAndQueued`], drops the messages
-    /// waiting for their turn (their senders get [`SessionError::Cancelled`]).
+    /// waiting for their turn (their senders get [`SessionError::Cancelled`]). A session that
+    /// runs nothing has nothing to cancel.
     pub async fn cancel_with(&self, id: &str, what: Cancel) -> Result<(), SessionError> {
-        let handle = self.handle(id)?;
-        let (reply, rx) = oneshot::channel();
         let queued = what == Cancel::RunningAndQueued;
-        self.send(&handle, Command::Cancel { queued, reply })
-            .await?;
-        let _ = rx.await;
-        Ok(())
+        loop {
+            match self.route_running(id).await? {
+                None => return Ok(()),
+                Some(Route::Local(handle, routing)) => {
+                    let (reply, rx) = oneshot::channel();
+                    self.send(&handle, Command::Cancel { queued, reply })
+                        .await?;
+                    drop(routing);
+                    let _ = rx.await;
+                    return Ok(());
+                }
+                Some(Route::Remote(owner)) => {
+                    if let Some(done) = self.relay(id, &owner, &Request::Cancel { queued }).await? {
+                        return done.map(|_| ());
+                    }
+                }
+            }
+        }
     }
 
     /// Changes the agent mode of the session's next turns (`build`, `free`, `max`, `plan`); the
     /// running turn keeps its own. Recorded in the session's record.
-    pub fn set_agent_mode(&self, id: &str, mode: &str) -> Result<(), SessionError> {
+    pub async fn set_agent_mode(&self, id: &str, mode: &str) -> Result<(), SessionError> {
         validate_agent_mode(mode)?;
-        let handle = self.handle(id)?;
-        self.check_open(&handle)?;
-        self.try_send(
-            &handle,
-            Command::SetMode {
-                mode: mode.to_owned(),
-            },
-        )
+        loop {
+            match self.route(id).await? {
+                Route::Local(handle, _routing) => {
+                    self.check_open(&handle)?;
+                    return self.try_send(
+                        &handle,
+                        Command::SetMode {
+                            mode: mode.to_owned(),
+                        },
+                    );
+                }
+                Route::Remote(owner) => {
+                    let request = Request::SetMode {
+                        mode: mode.to_owned(),
+                    };
+                    if let Some(done) = self.relay(id, &owner, &request).await? {
+                        return done.map(|_| ());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A request that answers with a result: to this engine's actor, or relayed to the
+    /// engine that runs the session.
+    async fn steer(
+        &self,
+        id: &str,
+        request: Request,
+        command: impl Fn(oneshot::Sender<Result<(), SessionError>>) -> Command,
+    ) -> Result<(), SessionError> {
+        loop {
+            match self.route(id).await? {
+                Route::Local(handle, routing) => {
+                    let (reply, rx) = oneshot::channel();
+                    self.send(&handle, command(reply)).await?;
+                    drop(routing);
+                    return rx.await.map_err(|_| SessionError::ShuttingDown)?;
+                }
+                Route::Remote(owner) => {
+                    if let Some(done) = self.relay(id, &owner, &request).await? {
+                        return done.map(|_| ());
+                    }
+                }
+            }
+        }
     }
 }
 
-/// Reads a page cursor (`"<createdAt>.<order>"`, see [`SessionManager::page`]).
-fn parse_cursor(cursor: &str) -> Result<(u64, u64), SessionError> {
+/// Reads a page cursor (`"<createdAt>.<sessionId>"`, see [`SessionManager::page`]).
+fn parse_cursor(cursor: &str) -> Result<(u64, String), SessionError> {
     let bad = || {
         SessionError::InvalidRequest(format!(
             "`{cursor}` is not a cursor of this daemon's session list"
         ))
     };
-    let (at, order) = cursor.split_once('.').ok_or_else(bad)?;
-    Ok((
-        at.parse().map_err(|_| bad())?,
-        order.parse().map_err(|_| bad())?,
-    ))
+    let (at, id) = cursor.split_once('.').ok_or_else(bad)?;
+    Ok((at.parse().map_err(|_| bad())?, id.to_owned()))
 }
 
-pub(super) fn info_of(h: &Handle) -> SessionInfo {
-    let live = h.shared.snapshot();
-    let s = &h.settings;
-    SessionInfo {
-        session_id: h.id.to_string(),
-        agent: s.agent.id().to_owned(),
-        agent_mode: live.agent_mode.clone(),
-        permission_mode: s.permission_mode.clone(),
-        model: s.model.clone(),
-        variant: s.variant.clone(),
-        native_session_id: live.native_session_id,
-        ended: live.end.is_some(),
-        event_count: live.event_count,
-        created_at: h.created_at,
-        updated_at: live.updated_at,
-        directory: s.directory.display().to_string(),
-        title: s.title.clone(),
-        status: live.status,
-        budget: s.max_credits,
-        remaining: s.max_credits.map(|b| (b - live.cost.credits).max(0.0)),
-        cost: live.cost,
-        turns: live.turns,
-        first_prompt: live.first_prompt,
-    }
+/// The info of a session this engine runs.
+/// The info of a session this engine has an actor for; `engine_id` is this engine's id (the
+/// owner shown while the actor holds the session).
+pub(super) fn info_of(h: &Handle, engine_id: &str) -> SessionInfo {
+    let mut info = SessionInfo::from_live(&h.id, &h.settings, h.shared.snapshot(), h.created_at);
+    info.owner = h.serving().then(|| engine_id.to_owned());
+    info
 }

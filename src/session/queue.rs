@@ -102,6 +102,11 @@ impl MessageQueue {
         Some(next)
     }
 
+    /// How many messages wait.
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
     /// Drops every waiting message; whoever waits for one gets `error()`.
     pub fn refuse_all(&mut self, error: impl Fn() -> SessionError) {
         while let Some(q) = self.pop() {

@@ -100,6 +100,10 @@ pub(crate) fn to_record(of: RecordOf<'_>) -> SessionRecord {
         settings: {
             let mut settings = of.settings.to_json();
             settings["agentMode"] = live.agent_mode.clone().into();
+            // What lists show of an untitled session, also where another engine runs it.
+            if let Some(first) = &live.first_prompt {
+                settings["firstPrompt"] = first.clone().into();
+            }
             settings
         },
         native_session_id: live.native_session_id.clone(),
@@ -156,8 +160,13 @@ pub(crate) fn from_record(record: &SessionRecord, last_sequence: Option<u64>) ->
         turns: record.turns,
         event_count: last_sequence.unwrap_or(record.event_count),
         updated_at: record.updated_at,
-        // Not in the record: recovery reads it from the log.
-        first_prompt: None,
+        // Written with the record once a turn began (older records: recovery reads it from
+        // the log).
+        first_prompt: record
+            .settings
+            .get("firstPrompt")
+            .and_then(|p| p.as_str())
+            .map(str::to_owned),
     };
     Some(Restored {
         settings,

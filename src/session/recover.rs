@@ -23,7 +23,7 @@ impl Actor {
     /// Brings a stored session back: kills the agent of a turn the previous daemon left running
     /// (only if it is still the same process), ends that turn as interrupted, and restores the
     /// converter's state from the log.
-    pub(super) async fn recover(&mut self, running: Option<RunningProcess>) {
+    pub(super) async fn recover(&mut self, running: Option<RunningProcess>, why: &str) {
         if let Some(p) = &running {
             if procfs::kill_group_if_same(p.pid, p.pgid, p.start_ticks) {
                 tracing::warn!(session = %self.id, pid = p.pid, "killed the agent a previous daemon left running");
@@ -31,9 +31,7 @@ impl Actor {
         }
         let summary = self.summarize_log().await;
         self.restore_from(&summary);
-        self.drafts.extend(
-            summary.interrupted_turn("the daemon stopped during this turn and was restarted"),
-        );
+        self.drafts.extend(summary.interrupted_turn(why));
         super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
         self.flush().await;
         self.persist(None);

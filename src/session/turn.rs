@@ -214,7 +214,12 @@ impl Actor {
             } else {
                 SessionStatus::Running
             };
-        self.set_status(status);
+        let current = self.shared.lock().status;
+        if current != status {
+            self.set_status(status);
+            // Other engines list and filter sessions by their records.
+            self.persist_status();
+        }
     }
 
     /// Gives each newly open permission request its deadline, forgets answered ones, and arms

@@ -19,6 +19,9 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::watch;
 
+use super::coordination::{
+    Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery,
+};
 use super::outbox::{Outbox, OutboxRoutes};
 use super::tail::SessionLog;
 use super::writer::{BatchWriter, EventsReply, Op, Writer};
@@ -51,6 +54,10 @@ pub struct StoreOptions {
     pub tail_events: usize,
     /// Events queued for the writer before `append` waits.
     pub max_pending_events: usize,
+    /// How long an engine of a fleet on Postgres stays alive without a heartbeat (its lease):
+    /// a survivor recovers a dead engine's turns within it. (SQLite leases need no time: the
+    /// kernel ends them with their process.)
+    pub lease: std::time::Duration,
     /// Show every event only once it is committed, not just `turn.ended`/`session.ended`:
     /// then nothing a reader saw can be lost by a crash (and reused by the next sequence
     /// after a restart), at the price of about one commit of latency for live readers.
@@ -62,21 +69,43 @@ impl Default for StoreOptions {
         StoreOptions {
             tail_events: 128,
             max_pending_events: 4096,
+            lease: std::time::Duration::from_secs(30),
             visible_after_commit: false,
         }
     }
 }
 
-/// A durable event store over a database's reader and writer.
-pub(crate) struct BatchedStore {
+/// The session logs a durable store holds in memory, shared with its change watcher.
+pub(crate) type Logs = Arc<RwLock<HashMap<String, Arc<SessionLog>>>>;
+
+/// The logs of `logs` that other engines append to and readers here follow: the ones whose
+/// visible watermark a change watcher raises from the database.
+pub(crate) fn foreign_followed(logs: &Logs) -> Vec<Arc<SessionLog>> {
+    logs.read_unpoisoned()
+        .values()
+        .filter(|log| !log.appends_here() && log.followed())
+        .cloned()
+        .collect()
+}
+
+/// A durable event store (SQLite or Postgres): a database's reader and writer, the logs of
+/// the sessions in memory, and the database's side of [`Coordination`] (engines, owners, the
+/// inbox) for the engines sharing it.
+pub struct DurableStore {
     reader: Box<dyn StoreReader>,
-    logs: RwLock<HashMap<String, Arc<SessionLog>>>,
+    logs: Logs,
     options: StoreOptions,
+    shared: Box<dyn Coordination>,
+    /// The engine registered through this store (it appends to the sessions it claims).
+    me: RwLock<Option<String>>,
     /// The outbox the writer fills (with the events) and the dispatcher claims from.
     outbox: Option<Box<dyn Outbox>>,
     // Last, so dropping the store commits what is queued after everything else is gone.
     writer: Writer,
 }
+
+/// The former name, for the core's own code.
+pub(crate) type BatchedStore = DurableStore;
 
 impl BatchedStore {
     /// Starts the writer thread (named `thread_name`) and serves reads from `reader`.
@@ -86,8 +115,10 @@ impl BatchedStore {
         reader: Box<dyn StoreReader>,
         writer: Box<dyn BatchWriter>,
         options: StoreOptions,
+        logs: Logs,
+        shared: Box<dyn Coordination>,
     ) -> Result<Self, StoreError> {
-        Self::start_with_outbox(thread_name, reader, writer, None, options)
+        Self::start_with_outbox(thread_name, reader, writer, None, options, logs, shared)
     }
 
     /// [`BatchedStore::start`] with an outbox: the writer adds its rows to the batches whose
@@ -98,17 +129,33 @@ impl BatchedStore {
         writer: Box<dyn BatchWriter>,
         outbox: Option<Box<dyn Outbox>>,
         options: StoreOptions,
+        logs: Logs,
+        shared: Box<dyn Coordination>,
     ) -> Result<Self, StoreError> {
         let routes = outbox
             .as_ref()
             .map_or_else(|| Arc::new(OutboxRoutes::default()), |o| o.routes().clone());
         Ok(BatchedStore {
             reader,
-            logs: RwLock::new(HashMap::new()),
+            logs,
+            shared,
+            me: RwLock::new(None),
             writer: Writer::spawn(thread_name, writer, options.max_pending_events, routes)?,
             options,
             outbox,
         })
+    }
+
+    /// Raises a log another engine appends to up to what the database holds now: its
+    /// readers here then read the rest from the database.
+    fn catch_up(&self, log: &SessionLog) -> Result<(), StoreError> {
+        if log.appends_here() {
+            return Ok(());
+        }
+        if let Some(tip) = self.reader.session_tip(&log.session_id)? {
+            log.show_foreign(tip);
+        }
+        Ok(())
     }
 
     /// The session's log, loaded from the database on first use.
@@ -149,6 +196,7 @@ impl BatchedStore {
     ) -> Result<Appended, StoreError> {
         let log = self.log(session_id)?;
         let _appending = log.appending();
+        log.set_appends_here(true);
         // The epoch first: a failure after it refuses these events (their sequences are
         // reused); a failure before it is seen by `check`.
         let epoch = self.writer.epoch();
@@ -230,6 +278,10 @@ impl BatchedStore {
 }
 
 impl EventStore for BatchedStore {
+    fn coordination(&self) -> &dyn Coordination {
+        self
+    }
+
     fn create(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let session_id = record.session_id.as_str();
         self.writer.check()?;
@@ -244,7 +296,7 @@ impl EventStore for BatchedStore {
         if !created {
             return Err(StoreError::AlreadyExists(session_id.to_owned()));
         }
-        self.insert_log(session_id, 0);
+        self.insert_log(session_id, 0).set_appends_here(true);
         Ok(())
     }
 
@@ -313,6 +365,7 @@ impl EventStore for BatchedStore {
         limit: usize,
     ) -> Result<Vec<Arc<StoredEvent>>, StoreError> {
         let log = self.log(session_id)?;
+        self.catch_up(&log)?;
         let end = log.visible().min(after.saturating_add(limit as u64));
         let mut out = Vec::new();
         let mut cursor = after;
@@ -322,12 +375,21 @@ impl EventStore for BatchedStore {
                 // The lowest is kept: a read that goes on in the database noted its start.
                 tail.reading_from(cursor + 1);
                 let first = tail.first();
-                if cursor + 1 >= first {
+                if cursor + 1 >= first && cursor < tail.last() {
+                    let before = out.len();
                     tail.copy_from(cursor + 1, (end - cursor) as usize, &mut out);
-                    break;
+                    if let Some(last) = out[before..].last() {
+                        cursor = last.sequence;
+                    }
+                    continue;
                 }
-                // Everything before the tail is committed.
-                (first - 1).min(end)
+                if cursor + 1 >= first {
+                    // Past the tail: appended by another engine, only in the database.
+                    end
+                } else {
+                    // Everything before the tail is committed.
+                    (first - 1).min(end)
+                }
             };
             let events = self.reader.read_events(session_id, cursor, upto)?;
             for (stored, expected) in events.into_iter().zip(cursor + 1..) {
@@ -348,7 +410,9 @@ impl EventStore for BatchedStore {
     }
 
     fn last_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
-        Ok(self.log(session_id)?.visible())
+        let log = self.log(session_id)?;
+        self.catch_up(&log)?;
+        Ok(log.visible())
     }
 
     fn subscribe(&self, session_id: &str) -> Result<watch::Receiver<u64>, StoreError> {
@@ -368,96 +432,88 @@ impl EventStore for BatchedStore {
     }
 }
 
-/// Implements [`EventStore`] for a newtype around a [`BatchedStore`] by delegation.
-macro_rules! delegate_event_store {
-    ($store:ty) => {
-        impl $crate::store::EventStore for $store {
-            fn create(
-                &self,
-                record: &$crate::store::SessionRecord,
-            ) -> Result<(), $crate::store::StoreError> {
-                self.0.create(record)
-            }
+impl Coordination for DurableStore {
+    fn register(&self, engine: &EngineEntry) -> Result<Box<dyn Lease>, StoreError> {
+        let lease = self.shared.register(engine)?;
+        *self.me.write_unpoisoned() = Some(engine.engine_id.clone());
+        Ok(lease)
+    }
 
-            fn put_session(
-                &self,
-                record: &$crate::store::SessionRecord,
-            ) -> Result<(), $crate::store::StoreError> {
-                self.0.put_session(record)
-            }
+    fn engine_alive(&self, engine_id: &str) -> Result<bool, StoreError> {
+        self.shared.engine_alive(engine_id)
+    }
 
-            fn load_sessions(
-                &self,
-            ) -> Result<Vec<$crate::store::SessionRecord>, $crate::store::StoreError> {
-                self.0.load_sessions()
-            }
+    fn engines(&self) -> Result<Vec<EngineEntry>, StoreError> {
+        self.shared.engines()
+    }
 
-            fn delete_session(&self, session_id: &str) -> Result<bool, $crate::store::StoreError> {
-                self.0.delete_session(session_id)
-            }
-
-            fn flush(&self) -> Result<(), $crate::store::StoreError> {
-                self.0.flush()
-            }
-
-            fn append(
-                &self,
-                session_id: &str,
-                drafts: &mut Vec<$crate::universal::EventDraft>,
-                time: std::sync::Arc<str>,
-                native_session_id: Option<&str>,
-            ) -> Result<u64, $crate::store::StoreError> {
-                self.0.append(session_id, drafts, time, native_session_id)
-            }
-
-            fn append_deferred(
-                &self,
-                session_id: &str,
-                drafts: &mut Vec<$crate::universal::EventDraft>,
-                time: std::sync::Arc<str>,
-                native_session_id: Option<&str>,
-            ) -> Result<$crate::store::Appended, $crate::store::StoreError> {
-                self.0
-                    .append_deferred(session_id, drafts, time, native_session_id)
-            }
-
-            fn read(
-                &self,
-                session_id: &str,
-                after: u64,
-                limit: usize,
-            ) -> Result<Vec<std::sync::Arc<$crate::store::StoredEvent>>, $crate::store::StoreError>
-            {
-                self.0.read(session_id, after, limit)
-            }
-
-            fn last_sequence(&self, session_id: &str) -> Result<u64, $crate::store::StoreError> {
-                self.0.last_sequence(session_id)
-            }
-
-            fn subscribe(
-                &self,
-                session_id: &str,
-            ) -> Result<tokio::sync::watch::Receiver<u64>, $crate::store::StoreError> {
-                self.0.subscribe(session_id)
-            }
-
-            fn room(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
-                self.0.room()
-            }
-
-            fn health(&self) -> Option<tokio::sync::watch::Receiver<Option<std::sync::Arc<str>>>> {
-                self.0.health()
-            }
-
-            fn outbox(&self) -> Option<&dyn $crate::store::outbox::Outbox> {
-                self.0.outbox()
+    /// Also moves the session's log here: the engine that takes a session appends to it from
+    /// where the database is (another engine may have appended since this one last did), and
+    /// the one that lets it go reads what others append from the database.
+    fn claim(&self, session_id: &str, from: &str, to: &str) -> Result<bool, StoreError> {
+        // Anything this engine queued (its last record, its last events) lands first.
+        if self.writer.check().is_ok() {
+            self.flush()?;
+        }
+        if !self.shared.claim(session_id, from, to)? {
+            return Ok(false);
+        }
+        let me = self.me.read_unpoisoned().clone();
+        if let Some(me) = me {
+            if to == me {
+                let tip = self.reader.session_tip(session_id)?.unwrap_or(0);
+                let log = self.log(session_id)?;
+                let _appending = log.appending();
+                log.adopt(tip);
+            } else if from == me {
+                if let Ok(log) = self.log(session_id) {
+                    log.set_appends_here(false);
+                }
             }
         }
-    };
-}
+        Ok(true)
+    }
 
-pub(crate) use delegate_event_store;
+    fn owned_sessions(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.shared.owned_sessions()
+    }
+
+    fn load_session(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.shared.load_session(session_id)
+    }
+
+    fn query_sessions(&self, query: &SessionQuery) -> Result<Vec<SessionRecord>, StoreError> {
+        self.shared.query_sessions(query)
+    }
+
+    fn inbox_send(&self, session_id: &str, body: &serde_json::Value) -> Result<u64, StoreError> {
+        self.shared.inbox_send(session_id, body)
+    }
+
+    fn inbox_take(&self, owner: &str) -> Result<Vec<InboxRequest>, StoreError> {
+        self.shared.inbox_take(owner)
+    }
+
+    fn inbox_answer(&self, id: u64, reply: &serde_json::Value) -> Result<(), StoreError> {
+        self.shared.inbox_answer(id, reply)
+    }
+
+    fn inbox_state(&self, id: u64) -> Result<InboxState, StoreError> {
+        self.shared.inbox_state(id)
+    }
+
+    fn inbox_withdraw(&self, id: u64) -> Result<bool, StoreError> {
+        self.shared.inbox_withdraw(id)
+    }
+
+    fn inbox_forget(&self, id: u64) -> Result<(), StoreError> {
+        self.shared.inbox_forget(id)
+    }
+
+    fn changes(&self) -> watch::Receiver<u64> {
+        self.shared.changes()
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -570,6 +626,8 @@ mod tests {
             Box::new(FakeReader(db.clone())),
             Box::new(FakeWriter(db.clone())),
             options,
+            Logs::default(),
+            Box::new(crate::store::MemoryStore::new()),
         )
         .unwrap();
         store.create(&record("s")).unwrap();

@@ -137,6 +137,18 @@ impl Outbox for MemoryOutbox {
         Ok(released)
     }
 
+    fn lease_owners(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self.rows.lock_unpoisoned();
+        let mut owners: Vec<String> = rows
+            .rows
+            .values()
+            .filter_map(|l| l.lease.as_ref().map(|(o, _)| o.clone()))
+            .collect();
+        owners.sort();
+        owners.dedup();
+        Ok(owners)
+    }
+
     fn list(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {
         let rows = self.rows.lock_unpoisoned();
         Ok(rows

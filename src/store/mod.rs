@@ -6,11 +6,13 @@
 //! for fleets); [`open_store`] picks one from the `--store` spec.
 
 mod batched;
+mod coordination;
 mod memory;
 mod memory_outbox;
 pub mod outbox;
 mod postgres;
 mod postgres_outbox;
+mod postgres_shared;
 mod row;
 mod sqlite;
 mod stored;
@@ -25,7 +27,8 @@ use tokio::sync::watch;
 
 use crate::universal::EventDraft;
 
-pub use batched::StoreOptions;
+pub use batched::{DurableStore, StoreOptions};
+pub use coordination::{Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -126,6 +129,9 @@ pub struct RunningProcess {
 /// writes but make a batch holding `turn.ended` or `session.ended` durable before any reader
 /// can see it, and everything durable before `flush` returns.
 pub trait EventStore: Send + Sync + 'static {
+    /// The store's side of the engines that share it: leases, owners, the inbox, changes.
+    fn coordination(&self) -> &dyn Coordination;
+
     /// Creates a session: its record and its empty log.
     fn create(&self, record: &SessionRecord) -> Result<(), StoreError>;
 

@@ -323,6 +323,10 @@ pub trait Outbox: Send + Sync {
     /// process of the same instance left behind). Returns how many.
     fn release(&self, owner: &str) -> Result<u64, StoreError>;
 
+    /// The processes that hold claims now (to release those of engines that died: see the
+    /// dispatcher).
+    fn lease_owners(&self) -> Result<Vec<String>, StoreError>;
+
     /// Rows, newest first.
     fn list(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError>;
 

@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls, Statement};
 
-use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
+use super::batched::{BatchedStore, DurableStore, Logs, StoreOptions, StoreReader};
 use super::postgres_outbox::{self, PgOutbox};
+use super::postgres_shared::{PgShared, CHANNEL};
 use super::row::{decode_settings, running_process, to_u64, EventRow, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
@@ -30,8 +31,9 @@ use crate::sync::LockExt;
 
 /// The schema version this build writes (table `codebuffd_schema`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 dropped `sessions.next_item` (written, never read), 4 added the webhook
-/// outbox (`postgres_outbox.rs`).
-const SCHEMA_VERSION: i32 = 4;
+/// outbox (`postgres_outbox.rs`), 5 the engines of a fleet and the inbox
+/// (`postgres_shared.rs`).
+const SCHEMA_VERSION: i32 = 5;
 /// Reader threads (each with its own connection).
 const READERS: usize = 2;
 /// How long connecting may take unless the URL says otherwise.
@@ -77,6 +79,30 @@ const MIGRATE_V2: &str = "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DE
 /// Version 2 → 3: `next_item` goes (a restored session's ids go on after its log's last).
 const MIGRATE_V3: &str = "ALTER TABLE sessions DROP COLUMN next_item";
 
+/// Version 4 → 5: the engines of the fleet (leases by heartbeat), the inbox of requests for
+/// sessions' owners, and an index of owned sessions (`owner` names an engine, `''` when idle).
+const MIGRATE_V5: &str = "
+CREATE TABLE engines (
+    engine_id    TEXT PRIMARY KEY,
+    instance_id  TEXT NOT NULL,
+    pid          BIGINT NOT NULL,
+    command      TEXT NOT NULL,
+    url          TEXT,
+    started_at   BIGINT NOT NULL,
+    heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE inbox (
+    id         BIGSERIAL PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    reply      TEXT,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX inbox_by_state ON inbox (state, session_id);
+CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner <> '';
+";
+
 const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, agent, created_at, updated_at, \
     settings, native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
     event_count, running_pid, running_pgid, running_start_ticks, owner) VALUES \
@@ -86,8 +112,8 @@ const INSERT_SESSION: &str = "INSERT INTO sessions (session_id, agent, created_a
 const UPDATE_SESSION: &str = "UPDATE sessions SET agent = $2, created_at = $3, updated_at = $4, \
     settings = $5::text::json, native_session_id = $6, status = $7, ended = $8, end_reason = $9, \
     end_message = $10, cost_credits = $11, turns = $12, event_count = $13, \
-    running_pid = $14, running_pgid = $15, running_start_ticks = $16, owner = $17 \
-    WHERE session_id = $1";
+    running_pid = $14, running_pgid = $15, running_start_ticks = $16 \
+    WHERE session_id = $1 AND $17::text IS NOT NULL";
 
 const INSERT_EVENTS: &str = "INSERT INTO events (session_id, sequence, type, event, raw, \
     raw_is_text) SELECT s, q, t, e::json, r::json, x FROM \
@@ -100,24 +126,28 @@ const SELECT_EVENTS: &str = "SELECT sequence, event::text, raw::text FROM events
 const SELECT_TIP: &str = "SELECT (SELECT max(sequence) FROM events WHERE session_id = $1) \
     FROM sessions WHERE session_id = $1";
 
+/// A session record's columns, in `record_from_row`'s order.
+pub(super) const SELECT_RECORD: &str = "SELECT session_id, agent, created_at, updated_at, \
+    settings::text, native_session_id, status, ended, end_reason, end_message, cost_credits, \
+    turns, event_count, running_pid, running_pgid, running_start_ticks, owner FROM sessions";
+
 const SELECT_SESSIONS: &str = "SELECT session_id, agent, created_at, updated_at, \
     settings::text, native_session_id, status, ended, end_reason, end_message, cost_credits, \
     turns, event_count, running_pid, running_pgid, running_start_ticks, owner \
     FROM sessions ORDER BY created_at, session_id";
 
-/// The Postgres event store.
-pub struct PostgresStore(BatchedStore);
-
-delegate_event_store!(PostgresStore);
+/// The Postgres event store: [`PostgresStore::open`] gives the durable store over one Postgres
+/// database, which a fleet of daemons may share.
+pub struct PostgresStore;
 
 impl PostgresStore {
     /// Connects to the database at `url` (creating the schema if it has none).
-    pub fn open(url: &str) -> Result<Self, StoreError> {
+    pub fn open(url: &str) -> Result<DurableStore, StoreError> {
         Self::open_with(url, StoreOptions::default())
     }
 
     /// Connects to the database at `url` with explicit tuning.
-    pub fn open_with(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+    pub fn open_with(url: &str, options: StoreOptions) -> Result<DurableStore, StoreError> {
         let target = redact_spec(url);
         let mut config: postgres::Config = url
             .parse()
@@ -148,14 +178,18 @@ impl PostgresStore {
         })?;
         let readers = PgReaders::start(&config, &target)?;
         let outbox = PgOutbox::start(&config, &target)?;
+        let logs: Logs = Default::default();
+        let shared = PgShared::open(config, target, options.lease, logs.clone())?;
         let store = BatchedStore::start_with_outbox(
             "codebuffd-postgres-writer",
             Box::new(readers),
             Box::new(PgWriter { conn }),
             Some(Box::new(outbox)),
             options,
+            logs,
+            Box::new(shared),
         )?;
-        Ok(PostgresStore(store))
+        Ok(store)
     }
 }
 
@@ -210,6 +244,10 @@ fn migrate(client: &mut Client) -> Result<(), String> {
             .map_err(|e| pg_error(&e))?;
         upgraded = 4;
     }
+    if upgraded == 4 {
+        tx.batch_execute(MIGRATE_V5).map_err(|e| pg_error(&e))?;
+        upgraded = 5;
+    }
     if upgraded != SCHEMA_VERSION {
         return Err(format!("its schema version {upgraded} is unknown"));
     }
@@ -232,7 +270,7 @@ pub(super) struct PgConn {
 }
 
 impl PgConn {
-    fn new(config: postgres::Config, target: String) -> Self {
+    pub(super) fn new(config: postgres::Config, target: String) -> Self {
         PgConn {
             config,
             target,
@@ -242,7 +280,7 @@ impl PgConn {
     }
 
     /// The open client, connecting first if there is none or it was closed.
-    fn client(&mut self) -> Result<&mut Client, StoreError> {
+    pub(super) fn client(&mut self) -> Result<&mut Client, StoreError> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             self.statements.clear();
@@ -330,12 +368,27 @@ impl PgWriter {
                     rows.forget(session_id);
                     tx.execute("DELETE FROM events WHERE session_id = $1", &[session_id])
                         .map_err(backend)?;
+                    tx.execute("DELETE FROM inbox WHERE session_id = $1", &[session_id])
+                        .map_err(backend)?;
                     tx.execute("DELETE FROM sessions WHERE session_id = $1", &[session_id])
                         .map_err(backend)?
                         == 1
                 }
             };
             flags.push(flag);
+        }
+        // Every listener learns of each session's new tip when the commit lands.
+        let mut tips: HashMap<&str, i64> = HashMap::new();
+        for (session_id, sequence) in rows.session_id.iter().zip(&rows.sequence) {
+            let tip = tips.entry(session_id.as_str()).or_default();
+            *tip = (*tip).max(*sequence);
+        }
+        for (session_id, tip) in &tips {
+            tx.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&CHANNEL, &format!("{tip}:{session_id}")],
+            )
+            .map_err(backend)?;
         }
         if !rows.sequence.is_empty() {
             tx.execute(
@@ -588,7 +641,7 @@ impl StoreReader for PgReaders {
     }
 }
 
-fn record_from_row(r: &postgres::Row) -> Result<SessionRecord, StoreError> {
+pub(super) fn record_from_row(r: &postgres::Row) -> Result<SessionRecord, StoreError> {
     let settings: String = r.try_get(4).map_err(backend)?;
     Ok(SessionRecord {
         session_id: r.try_get(0).map_err(backend)?,

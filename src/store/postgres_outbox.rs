@@ -194,6 +194,18 @@ impl Outbox for PgOutbox {
         })
     }
 
+    fn lease_owners(&self) -> Result<Vec<String>, StoreError> {
+        self.conn.call(|conn| {
+            let (client, select) = conn.prepared(
+                "SELECT DISTINCT lease_owner FROM webhook_outbox WHERE lease_owner IS NOT NULL",
+            )?;
+            let rows = client.query(&select, &[]).map_err(backend)?;
+            rows.iter()
+                .map(|r| r.try_get::<_, String>(0).map_err(backend))
+                .collect()
+        })
+    }
+
     fn list(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {
         let before = query.before.unwrap_or(i64::MAX);
         let status = query.status.clone();

@@ -35,6 +35,9 @@ pub(crate) struct SessionLog {
     appending: Mutex<()>,
     /// The store's epoch at this log's last append (see [`SessionLog::rewind_unless`]).
     epoch: std::sync::atomic::AtomicU64,
+    /// True while this process appends to the session (it created or claimed it); false
+    /// while another engine may: readers then catch up from the database.
+    appends_here: std::sync::atomic::AtomicBool,
 }
 
 /// Recent events, contiguous, ending at `last`.
@@ -76,7 +79,48 @@ impl SessionLog {
             visible_on_commit,
             appending: Mutex::new(()),
             epoch: std::sync::atomic::AtomicU64::new(0),
+            appends_here: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// True while this process appends to the session.
+    pub fn appends_here(&self) -> bool {
+        self.appends_here.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Says whether this process appends to the session now.
+    pub fn set_appends_here(&self, here: bool) {
+        self.appends_here
+            .store(here, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// True while someone waits on the visible watermark.
+    pub fn followed(&self) -> bool {
+        self.visible.receiver_count() > 0
+    }
+
+    /// Lets readers see what another engine appended, up to `tip` (in the database; reads
+    /// past the tail go there).
+    pub fn show_foreign(&self, tip: u64) {
+        self.show_up_to(tip);
+    }
+
+    /// Makes this process the session's appender from the database's `tip` on (another
+    /// engine may have appended since this one last did): the tail starts over there. Call
+    /// with the appending lock held.
+    pub fn adopt(&self, tip: u64) {
+        {
+            let mut tail = self.tail();
+            if tip > tail.last {
+                tail.events.clear();
+                tail.last = tip;
+                tail.committed = tip;
+                tail.last_commit_from = tip + 1;
+                tail.closed_at = None;
+            }
+        }
+        self.show_up_to(tip);
+        self.set_appends_here(true);
     }
 
     /// The tail, locked (hold it briefly: never across database I/O).

@@ -1,11 +1,10 @@
 //! Choosing the transport: `--url` (or `CODEBUFFD_URL`) names a daemon; otherwise the engine
-//! starts in this process on the configured data directory — unless a daemon already runs
-//! there (its lock, `data_lock.rs`), in which case the client uses that daemon at the URL it
-//! recorded, saying so, or stops with a clear error when it recorded none.
+//! starts in this process on the configured data directory, beside whatever other engines
+//! (a server, editors, other terminals) work on it: they share one log.
 
 use super::error::ClientError;
 use super::format::Style;
-use super::local::{Local, StartError};
+use super::local::Local;
 use super::paint::Paint;
 use super::remote::Remote;
 use super::settings::Settings;
@@ -27,26 +26,5 @@ pub fn connect(
             paint.paint(Style::Warn, &format!("codebuffd: {warning}"))
         );
     }
-    match Local::start(&config) {
-        Ok(local) => Ok(Box::new(local)),
-        Err(StartError::Busy { holder, message }) => match holder.and_then(|h| h.url) {
-            Some(url) => {
-                eprintln!(
-                    "{}",
-                    paint.paint(
-                        Style::Dim,
-                        &format!(
-                            "codebuffd: a daemon runs on {}: using it at {url}",
-                            config.data_dir.display()
-                        )
-                    )
-                );
-                Ok(Box::new(Remote::new(&url, settings.token.clone())?))
-            }
-            None => Err(ClientError::usage(format!(
-                "{message}; or pass --url to use a running daemon"
-            ))),
-        },
-        Err(StartError::Other(e)) => Err(e),
-    }
+    Ok(Box::new(Local::start(&config)?))
 }

@@ -1,7 +1,7 @@
 //! The engine in this process: `Engine::start` with `codebuffd server`'s own settings, on the
 //! same data directory and store, so what a turn records here is the daemon's (resumable from
-//! it and from `codebuffd resume`). Only one engine may run on a data directory
-//! (`data_lock.rs`): when a daemon holds it, [`Local::start`] says so, with the daemon's URL.
+//! it and from `codebuffd resume`). Any number of engines share a data directory: a server,
+//! editors' `codebuffd acp`s and terminals each run their own, on one log.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -13,21 +13,10 @@ use futures_util::StreamExt;
 use super::error::ClientError;
 use super::transport::{Events, Transport};
 use crate::config::DaemonConfig;
-use crate::data_lock::{Holder, LockError};
 use crate::engine::Engine;
 use crate::session::{
     AgentKind, CreateRequest, LoggedEvent, PermissionReply, SessionInfo, SessionManager,
 };
-
-/// Why the in-process engine did not start.
-pub enum StartError {
-    /// Another process runs an engine on the data directory.
-    Busy {
-        message: String,
-        holder: Option<Holder>,
-    },
-    Other(ClientError),
-}
 
 /// The running in-process engine.
 pub struct Local {
@@ -38,7 +27,7 @@ pub struct Local {
 impl Local {
     /// Starts the engine (must be called within a tokio runtime). No warm agent processes: a
     /// one-shot command starts its turn right after creating its session.
-    pub fn start(config: &DaemonConfig) -> Result<Local, StartError> {
+    pub fn start(config: &DaemonConfig) -> Result<Local, ClientError> {
         let mut engine_config = config.engine();
         engine_config.warm_start = false;
         match Engine::start(&engine_config) {
@@ -46,14 +35,15 @@ impl Local {
                 engine,
                 data_dir: config.data_dir.clone(),
             }),
-            Err(error) => match error.downcast_ref::<LockError>() {
-                Some(busy @ LockError::Busy { holder, .. }) => Err(StartError::Busy {
-                    message: busy.to_string(),
-                    holder: holder.clone(),
-                }),
-                _ => Err(StartError::Other(ClientError::failed(format!("{error:#}")))),
-            },
+            Err(error) => Err(ClientError::failed(format!("{error:#}"))),
         }
+    }
+
+    /// The data directory's sessions without starting an engine (see
+    /// [`Engine::stored_sessions`]).
+    pub fn stored_sessions(config: &DaemonConfig) -> Result<Vec<SessionInfo>, ClientError> {
+        Engine::stored_sessions(&config.engine())
+            .map_err(|error| ClientError::failed(format!("{error:#}")))
     }
 
     fn manager(&self) -> &Arc<SessionManager> {
@@ -90,7 +80,7 @@ impl Transport for Local {
     }
 
     async fn queue(&self, id: &str, text: &str) -> Result<(), ClientError> {
-        Ok(self.manager().send_message(id, text)?)
+        Ok(self.manager().send_message(id, text).await?)
     }
 
     /// The engine's cursor on the session's log ([`crate::session::Follow`]), as a stream.
@@ -160,7 +150,7 @@ impl Transport for Local {
     }
 
     async fn set_mode(&self, id: &str, mode: &str) -> Result<(), ClientError> {
-        Ok(self.manager().set_agent_mode(id, mode)?)
+        Ok(self.manager().set_agent_mode(id, mode).await?)
     }
 
     /// Ends running turns (their agents killed, their endings recorded) and makes the store

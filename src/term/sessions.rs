@@ -10,9 +10,10 @@ use time::OffsetDateTime;
 use super::args::{SessionsArgs, SessionsCommand};
 use super::error::{exit, ClientError};
 use super::format::{cost_text, one_line};
+use super::local::Local;
 use super::paint::Paint;
 use super::render::{Piece, Renderer};
-use super::runner::{resolve, run_with_client};
+use super::runner::{env, fail, resolve, run_with_client};
 use super::transport::Transport;
 use super::view::View;
 use super::visible::visible;
@@ -25,9 +26,37 @@ pub fn run(args: SessionsArgs) -> u8 {
         Ok(resolved) => resolved,
         Err(code) => return code,
     };
+    // Listing needs no engine: read the store, even while other engines run on it.
+    if let (SessionsCommand::List { json }, None) = (&args.command, &settings.url) {
+        let listed = settings
+            .engine(&env)
+            .map_err(ClientError::from)
+            .and_then(|config| Local::stored_sessions(&config));
+        return match listed {
+            Ok(sessions) => {
+                print_list(sessions, *json);
+                0
+            }
+            Err(e) => fail(paint, &e),
+        };
+    }
     run_with_client(&settings, paint, async |client| {
         command(client, args.command, paint).await
     })
+}
+
+/// `sessions list`'s output: most recently updated first, a table or JSON lines.
+fn print_list(mut sessions: Vec<SessionInfo>, json: bool) {
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+    if json {
+        for s in &sessions {
+            out(&serde_json::to_string(s).unwrap_or_default());
+        }
+    } else {
+        for line in table(&sessions) {
+            show(&line);
+        }
+    }
 }
 
 /// A line of data (JSON) on stdout, as it is.
@@ -48,19 +77,7 @@ fn done(what: &str) {
 
 async fn command(t: &dyn Transport, cmd: SessionsCommand, paint: Paint) -> Result<u8, ClientError> {
     match cmd {
-        SessionsCommand::List { json } => {
-            let mut sessions = t.list().await?;
-            sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
-            if json {
-                for s in &sessions {
-                    out(&serde_json::to_string(s).unwrap_or_default());
-                }
-            } else {
-                for line in table(&sessions) {
-                    show(&line);
-                }
-            }
-        }
+        SessionsCommand::List { json } => print_list(t.list().await?, json),
         SessionsCommand::Show { id, json } => {
             let s = t.info(&id).await?;
             if json {

@@ -3,7 +3,7 @@
 //! runs beside the sessions, never in their way: a slow or dead receiver holds up only its
 //! own deliveries, and turns never wait for any.
 //!
-//! The loop: claim as many rows as there are free slots (leased to this daemon's instance id),
+//! The loop: claim as many rows as there are free slots (leased to this engine's id),
 //! start a delivery per row, then wait for new rows (the writer says when it committed some),
 //! a free slot, or the poll interval (retries that came due, rows of other processes). Each
 //! attempt is settled in the store: delivered (a 2xx), tried again later (backoff with
@@ -29,7 +29,7 @@ const MAX_ERROR: usize = 300;
 pub(super) struct Context {
     pub store: Arc<dyn EventStore>,
     pub settings: WebhookSettings,
-    /// This daemon's instance id: the owner of its claims.
+    /// This engine's id: the owner of its claims (a claim of a dead engine expires).
     pub owner: String,
     /// For the daemon's own endpoints.
     pub client: reqwest::Client,
@@ -76,14 +76,17 @@ pub(super) async fn run(ctx: Arc<Context>, mut stop: watch::Receiver<bool>) {
     let Some(routes) = ctx.store.outbox().map(|o| o.routes().clone()) else {
         return;
     };
-    // Claims a killed process of this instance left: ours again at once, not in a minute.
-    release(&ctx).await;
     let slots = Arc::new(Semaphore::new(ctx.settings.concurrency.max(1)));
     let mut inflight = JoinSet::new();
     let poll = ctx.settings.poll_interval();
     let mut quiet_until = 0u64;
+    let mut orphans_checked = 0u64;
     loop {
         while inflight.try_join_next().is_some() {}
+        if now_ms() >= orphans_checked + ORPHANS_EVERY_MS {
+            orphans_checked = now_ms();
+            release_orphans(&ctx).await;
+        }
         let free = slots.available_permits();
         let mut full = false;
         if free > 0 {
@@ -124,6 +127,37 @@ pub(super) async fn run(ctx: Arc<Context>, mut stop: watch::Receiver<bool>) {
     inflight.abort_all();
     while inflight.join_next().await.is_some() {}
     release(&ctx).await;
+}
+
+/// How often the claims of engines that died are looked for.
+const ORPHANS_EVERY_MS: u64 = 2_000;
+
+/// Releases the claims of engines that are gone (killed before they could release them), so
+/// their deliveries go out now rather than when the claims' lease runs out.
+async fn release_orphans(ctx: &Arc<Context>) {
+    let ctx = ctx.clone();
+    let released = tokio::task::spawn_blocking(move || {
+        let Some(outbox) = ctx.store.outbox() else {
+            return Ok(0);
+        };
+        let mut released = 0;
+        for owner in outbox.lease_owners()? {
+            if owner != ctx.owner && !ctx.store.coordination().engine_alive(&owner)? {
+                released += outbox.release(&owner)?;
+            }
+        }
+        Ok::<u64, crate::store::StoreError>(released)
+    })
+    .await;
+    match released {
+        Ok(Ok(0)) => {}
+        Ok(Ok(n)) => tracing::info!(
+            deliveries = n,
+            "took over the webhook claims of a stopped engine"
+        ),
+        Ok(Err(error)) => tracing::debug!(%error, "cannot look for orphaned webhook claims"),
+        Err(_) => {}
+    }
 }
 
 async fn claim(ctx: &Arc<Context>, limit: usize) -> Result<Vec<OutboxRow>, String> {

@@ -99,7 +99,7 @@ async fn drive(
     .await?;
     if let Some(mode) = mode.filter(|m| *m != info.agent_mode) {
         // Queued before the message: its turn runs in the new mode.
-        manager.set_agent_mode(id, mode)?;
+        manager.set_agent_mode(id, mode).await?;
     }
     let first = manager.send_message_and_wait(id, prompt.text()).await?;
     if door.turn_started(&prompt.prompt_id) {

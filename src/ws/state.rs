@@ -206,6 +206,7 @@ mod tests {
             cost: Cost::from_credits(10.0),
             turns: 2,
             first_prompt: None,
+            owner: None,
         }
     }
 

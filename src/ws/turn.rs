@@ -261,6 +261,7 @@ mod tests {
             cost: Cost::from_credits(cost),
             turns: 1,
             first_prompt: None,
+            owner: None,
         }
     }
 

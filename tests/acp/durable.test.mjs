@@ -221,18 +221,23 @@ test('a question answered over ACP is in the log as on HTTP (question.requested,
   })
 })
 
-test('a second codebuffd acp on the same data directory is refused; the first goes on', async (t) => {
+test('a second codebuffd acp on the same data directory works beside the first', async (t) => {
   const data = tempDir(t, 'data')
   const work = tempDir(t, 'work')
   const first = await AcpAgent.start(t, { dataDir: data })
   const id = await first.newSession(work)
   const hanging = first.prompt(id, 'hang')
   for (let i = 0; i < 200 && sessionMembers(first.sid).length < 3; i++) await sleep(10)
-  const second = spawnAgent({ dataDir: data })
-  second.stdin.end()
-  assert.notEqual(await exited(second), 0)
-  if (!second.stderr.readableEnded) await new Promise((resolve) => second.stderr.once('end', resolve))
-  assert.match(second.stderrText(), new RegExp(`is in use by codebuffd acp \\(pid ${first.child.pid}\\)`))
+  // A second editor window: its own engine on the same log, its own session and turns.
+  const second = await AcpAgent.start(t, { dataDir: data })
+  const other = await second.newSession(work)
+  const { response: echoed } = await second.prompt(other, 'echo from the second window')
+  assert.equal(echoed.stopReason, 'end_turn')
+  assert.equal(agentText(second.updatesOf(other)), 'from the second window')
+  // It lists the first one's session too.
+  const listed = await second.request(acp.methods.agent.session.list, {})
+  const ids = listed.sessions.map((s) => s.sessionId)
+  assert.ok(ids.includes(id) && ids.includes(other), JSON.stringify(ids))
   // The first one's turn was not touched: it is still running, and cancels normally.
   await first.notify(acp.methods.agent.session.cancel, { sessionId: id })
   const { response } = await hanging
@@ -240,5 +245,6 @@ test('a second codebuffd acp on the same data directory is refused; the first go
   const { response: next } = await first.prompt(id, 'echo still mine')
   assert.equal(next.stopReason, 'end_turn')
   assert.equal(agentText(first.updatesOf(id)), 'still mine')
+  await second.stop()
   await first.stop()
 })

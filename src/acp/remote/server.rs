@@ -15,6 +15,7 @@
 //!   connection of a restarted daemon), the sessions it created (ended by a delete) and the
 //!   prompts running (cancelled by a delete).
 
+use super::serving::ServingLock;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -168,6 +169,8 @@ pub struct Server {
     last_used: Mutex<std::time::Instant>,
     /// Streams reading its log now (a server being read is not idle).
     readers: Arc<std::sync::atomic::AtomicUsize>,
+    /// This process serves it (see `serving.rs`).
+    _serving: ServingLock,
 }
 
 /// A stream reading a server's log; the server counts as in use until it is dropped.
@@ -190,6 +193,7 @@ impl Server {
         data_dir: &Path,
         dir: PathBuf,
         record: ServerRecord,
+        serving: ServingLock,
     ) -> std::io::Result<Arc<Server>> {
         let agent = AgentKind::parse(&record.agent).ok_or_else(|| {
             std::io::Error::other(format!("unknown agent `{}` in the record", record.agent))
@@ -265,6 +269,7 @@ impl Server {
             connection: Mutex::new(Some(connection)),
             last_used: Mutex::new(std::time::Instant::now()),
             readers: Arc::default(),
+            _serving: serving,
         }))
     }
 

@@ -17,23 +17,27 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 mod checkpoint;
 mod chunk;
+mod leases;
 mod outbox;
+mod shared;
 
 use checkpoint::Checkpointer;
 use chunk::{decode_chunk, encode_chunk, ChunkBuffers, Chunks};
 use outbox::SqliteOutbox;
 
-use super::batched::{delegate_event_store, BatchedStore, StoreOptions, StoreReader};
+use super::batched::{BatchedStore, DurableStore, Logs, StoreOptions, StoreReader};
 use super::row::{decode_settings, running_process, to_i64, to_u64, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{SessionRecord, StoreError, StoredEvent};
 use crate::sync::LockExt;
+use shared::SqliteShared;
 
 /// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event),
 /// 4 dropped `sessions.next_item` (written, never read: ids go on after the log's last), 5
-/// added the webhook outbox (`outbox.rs`).
-const SCHEMA_VERSION: i64 = 5;
+/// added the webhook outbox (`outbox.rs`), 6 the engines sharing the file and the inbox
+/// (`shared.rs`).
+const SCHEMA_VERSION: i64 = 6;
 /// The page size of a new database.
 const PAGE_SIZE: u32 = 16 * 1024;
 /// Read connections kept open between reads.
@@ -104,24 +108,51 @@ CREATE VIEW events (session_id, sequence, type, event, raw) AS
 /// Version 3 → 4: `next_item` goes (a restored session's ids go on after its log's last).
 const MIGRATE_V4: &str = "ALTER TABLE sessions DROP COLUMN next_item;";
 
-const RECORD_COLUMNS: &str = "session_id, agent, created_at, updated_at, settings, \
+/// Version 5 → 6: the engines working on the file, the inbox of requests for sessions' owners,
+/// and an index of owned sessions (`sessions.owner` now names an engine, `''` when idle).
+const MIGRATE_V6: &str = "
+CREATE TABLE engines (
+    engine_id   TEXT PRIMARY KEY NOT NULL,
+    instance_id TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    command     TEXT NOT NULL,
+    url         TEXT,
+    started_at  INTEGER NOT NULL
+);
+CREATE TABLE inbox (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    reply      TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX inbox_by_state ON inbox (state, session_id);
+CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner <> '';
+";
+
+pub(super) const RECORD_COLUMNS: &str = "session_id, agent, created_at, updated_at, settings, \
     native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
     event_count, running_pid, running_pgid, running_start_ticks, owner";
 
-/// The SQLite event store.
-pub struct SqliteStore(BatchedStore);
-
-delegate_event_store!(SqliteStore);
+/// The SQLite event store: [`SqliteStore::open`] gives the durable store over one SQLite file,
+/// which any number of engine processes of this machine may open at once.
+pub struct SqliteStore;
 
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path`.
-    pub fn open(path: &Path) -> Result<Self, StoreError> {
+    pub fn open(path: &Path) -> Result<DurableStore, StoreError> {
         Self::open_with(path, StoreOptions::default())
     }
 
     /// Opens the database at `path` with explicit tuning.
-    pub fn open_with(path: &Path, options: StoreOptions) -> Result<Self, StoreError> {
-        let writer = open_writer(path)?;
+    pub fn open_with(path: &Path, options: StoreOptions) -> Result<DurableStore, StoreError> {
+        let writer = {
+            // One process at a time creates or upgrades the schema.
+            let _migrating = migration_lock(path)?;
+            open_writer(path)?
+        };
+        let logs: Logs = Default::default();
         let reader = SqliteReader {
             path: path.to_owned(),
             idle: Mutex::new(vec![open_reader(path)?]),
@@ -138,9 +169,30 @@ impl SqliteStore {
             }),
             Some(Box::new(outbox)),
             options,
+            logs.clone(),
+            Box::new(SqliteShared::open(path, logs)?),
         )?;
-        Ok(SqliteStore(store))
+        Ok(store)
     }
+}
+
+/// Held while a process creates or upgrades the database's schema: `<db>.migrate.lock`.
+fn migration_lock(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| open_error(path, e))?;
+    }
+    let mut name = path.as_os_str().to_owned();
+    name.push(".migrate.lock");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&name)
+        .map_err(|e| open_error(path, e))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| open_error(path, errno))
 }
 
 fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
@@ -268,6 +320,10 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         version = 5;
     }
+    if version == 5 {
+        conn.execute_batch(MIGRATE_V6).map_err(|e| e.to_string())?;
+        version = 6;
+    }
     if version != SCHEMA_VERSION {
         return Err(format!(
             "its schema version {version} is newer than this codebuffd supports ({SCHEMA_VERSION})"
@@ -384,14 +440,16 @@ impl BatchWriter for SqliteWriter {
                     execute_record(&mut insert, record)? == 1
                 }
                 Write::Put(record) => {
+                    // Not `owner`: it changes only by a claim (`Coordination::claim`); the
+                    // record's owner parameter is bound (`?17 = ?17`) and left unused.
                     let mut update = tx
                         .prepare_cached(
                             "UPDATE sessions SET agent = ?2, created_at = ?3, updated_at = ?4, \
                              settings = ?5, native_session_id = ?6, status = ?7, ended = ?8, \
                              end_reason = ?9, end_message = ?10, cost_credits = ?11, turns = ?12, \
                              event_count = ?13, running_pid = ?14, \
-                             running_pgid = ?15, running_start_ticks = ?16, owner = ?17 \
-                             WHERE session_id = ?1",
+                             running_pgid = ?15, running_start_ticks = ?16 \
+                             WHERE session_id = ?1 AND ?17 = ?17",
                         )
                         .map_err(sql_error)?;
                     execute_record(&mut update, record)?;
@@ -409,6 +467,11 @@ impl BatchWriter for SqliteWriter {
                     chunks.forget(session_id);
                     tx.execute(
                         "DELETE FROM event_chunks WHERE session_id = ?1",
+                        params![session_id],
+                    )
+                    .map_err(sql_error)?;
+                    tx.execute(
+                        "DELETE FROM inbox WHERE session_id = ?1",
                         params![session_id],
                     )
                     .map_err(sql_error)?;
@@ -586,7 +649,7 @@ impl StoreReader for SqliteReader {
     }
 }
 
-enum RowError {
+pub(super) enum RowError {
     Sql(rusqlite::Error),
     Store(StoreError),
 }
@@ -603,7 +666,7 @@ impl From<StoreError> for RowError {
     }
 }
 
-fn record_from_row(r: &rusqlite::Row<'_>) -> Result<SessionRecord, RowError> {
+pub(super) fn record_from_row(r: &rusqlite::Row<'_>) -> Result<SessionRecord, RowError> {
     let settings: String = r.get(4)?;
     Ok(SessionRecord {
         session_id: r.get(0)?,

@@ -205,6 +205,18 @@ impl Outbox for SqliteOutbox {
         Ok(changed as u64)
     }
 
+    fn lease_owners(&self) -> Result<Vec<String>, StoreError> {
+        self.with_conn(|conn| {
+            let mut select = conn.prepare_cached(
+                "SELECT DISTINCT lease_owner FROM webhook_outbox WHERE lease_owner IS NOT NULL",
+            )?;
+            let owners = select
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(owners)
+        })
+    }
+
     fn list(&self, query: &OutboxQuery) -> Result<Vec<OutboxRow>, StoreError> {
         self.with_conn(|conn| {
             let mut select = conn.prepare_cached(&format!(

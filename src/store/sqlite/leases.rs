@@ -1,0 +1,132 @@
+//! Engine leases on one machine: one lock file per engine process in a directory beside the
+//! database, held with `flock` for the engine's life.
+//!
+//! The kernel releases an `flock` when its holder exits, however it exits (`kill -9`
+//! included), so "is engine X alive" is "is X's file locked": a non-blocking exclusive lock
+//! attempt fails with `EWOULDBLOCK` while X lives and succeeds once it is gone (the finder
+//! then removes the file). A lock is taken on a file under a temporary name and only then
+//! renamed into place, so a file under an engine's name is never seen unlocked while the
+//! engine lives. The descriptors are close-on-exec: agents never hold them.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
+/// The directory of lock files.
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseDir {
+    dir: PathBuf,
+}
+
+/// A held lease: the engine's locked file (released when dropped).
+#[derive(Debug)]
+pub(crate) struct HeldLease {
+    _file: Flock<File>,
+    path: PathBuf,
+}
+
+impl Drop for HeldLease {
+    fn drop(&mut self) {
+        // Removed first, then unlocked (by dropping the file): a finder never takes the
+        // lock of a removed name for a dead engine's.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl LeaseDir {
+    /// The lease directory of the database at `db` (`<db>.engines`), created owner-only.
+    pub fn beside(db: &Path) -> io::Result<LeaseDir> {
+        let mut name = db.as_os_str().to_owned();
+        name.push(".engines");
+        let dir = PathBuf::from(name);
+        std::fs::create_dir_all(&dir)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        Ok(LeaseDir { dir })
+    }
+
+    fn path_of(&self, engine_id: &str) -> io::Result<PathBuf> {
+        // Ids are UUIDs; anything else could name a path outside the directory.
+        if engine_id.is_empty()
+            || !engine_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{engine_id}` is not an engine id"),
+            ));
+        }
+        Ok(self.dir.join(format!("{engine_id}.lock")))
+    }
+
+    /// Takes the lease of `engine_id` for this process.
+    pub fn hold(&self, engine_id: &str) -> io::Result<HeldLease> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.path_of(engine_id)?;
+        let tmp = self
+            .dir
+            .join(format!(".{engine_id}.{}.tmp", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        let file = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, errno)| io::Error::from(errno))?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(HeldLease { _file: file, path })
+    }
+
+    /// True while the engine holds its lease. A dead engine's file is removed.
+    pub fn alive(&self, engine_id: &str) -> io::Result<bool> {
+        let path = self.path_of(engine_id)?;
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => {
+                // Nobody holds it: the engine is gone. Remove its name while holding the lock
+                // (a later finder finds no file), then let go.
+                let _ = std::fs::remove_file(&path);
+                drop(lock);
+                Ok(false)
+            }
+            Err((_, Errno::EWOULDBLOCK)) => Ok(true),
+            Err((_, errno)) => Err(io::Error::from(errno)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_alive_while_held_and_dead_once_dropped() {
+        let dir = std::env::temp_dir().join(format!("codebuffd-leases-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let leases = LeaseDir::beside(&dir.join("db")).unwrap();
+        let id = uuid::Uuid::new_v4().to_string();
+        assert!(!leases.alive(&id).unwrap(), "never registered");
+        let held = leases.hold(&id).unwrap();
+        // flock locks belong to the open file: a check from this process sees it held too.
+        assert!(leases.alive(&id).unwrap());
+        assert!(leases.alive(&id).unwrap());
+        drop(held);
+        assert!(!leases.alive(&id).unwrap());
+        assert!(leases.path_of("../x").is_err());
+        let names: Vec<_> = std::fs::read_dir(dir.join("db.engines"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
