@@ -184,23 +184,67 @@ pub(crate) async fn post(
     blocking(move || store.coordination().inbox_send(&id, &body)).await
 }
 
-/// Waits for the outcome of request `sent`. `owner_alive` says whether the engine it was sent
-/// to still owns the session and lives; when it stops doing so before taking the request, the
-/// request is withdrawn ([`Remote::Retry`]).
-pub(crate) async fn wait(
-    store: &std::sync::Arc<dyn EventStore>,
-    sent: u64,
-    owner_alive: impl Fn() -> bool + Send + Sync + 'static + Clone,
-) -> Result<Remote, SessionError> {
-    let mut changes = store.coordination().changes();
+/// The engine a request was sent to, and the session it is for: what a waiting sender checks
+/// (off the async runtime) when the request takes long.
+#[derive(Clone)]
+pub(crate) struct Addressee {
+    pub store: std::sync::Arc<dyn EventStore>,
+    pub session_id: String,
+    pub owner: String,
+}
+
+impl Addressee {
+    /// Whether the owner lives (it answers every request it took, owner of the session or not).
+    async fn lives(&self) -> bool {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            this.store
+                .coordination()
+                .engine_alive(&this.owner)
+                .unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Whether the owner still owns the session and lives (so it will take a pending request).
+    async fn holds(&self) -> bool {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let coordination = this.store.coordination();
+            matches!(coordination.load_session(&this.session_id), Ok(Some(r)) if r.owner == this.owner)
+                && coordination.engine_alive(&this.owner).unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    async fn state(&self, sent: u64) -> Result<InboxState, SessionError> {
+        let store = self.store.clone();
+        blocking(move || store.coordination().inbox_state(sent)).await
+    }
+
+    /// Withdraws a pending request; true when it was still pending (and is now removed).
+    async fn withdraw(&self, sent: u64) -> Result<bool, SessionError> {
+        let store = self.store.clone();
+        let withdrawn = blocking(move || store.coordination().inbox_withdraw(sent)).await?;
+        if withdrawn {
+            forget(&self.store, sent).await;
+        }
+        Ok(withdrawn)
+    }
+}
+
+/// Waits for the outcome of request `sent`. While nobody took it, it is withdrawn as soon as
+/// its addressee lets the session go or dies ([`Remote::Retry`]); once taken, the addressee
+/// answers it unless it dies first (then nobody can say whether it ran).
+pub(crate) async fn wait(to: &Addressee, sent: u64) -> Result<Remote, SessionError> {
+    let mut changes = to.store.coordination().changes();
     loop {
-        let state = {
-            let store = store.clone();
-            blocking(move || store.coordination().inbox_state(sent)).await?
-        };
+        let state = to.state(sent).await?;
         match state {
             InboxState::Done(reply) => {
-                let store = store.clone();
+                let store = to.store.clone();
                 let _ = blocking(move || store.coordination().inbox_forget(sent)).await;
                 let reply: Reply = serde_json::from_value(reply).map_err(|e| {
                     SessionError::InvalidRequest(format!("the owner's reply is unreadable: {e}"))
@@ -211,29 +255,18 @@ pub(crate) async fn wait(
             InboxState::Pending | InboxState::Taken => {}
         }
         let _ = tokio::time::timeout(RECHECK, changes.changed()).await;
-        let alive = {
-            let owner_alive = owner_alive.clone();
-            tokio::task::spawn_blocking(owner_alive)
-                .await
-                .unwrap_or(false)
-        };
-        if alive {
+        if let InboxState::Pending = state {
+            // Not taken yet: the addressee must still hold the session to take it.
+            if !to.holds().await && to.withdraw(sent).await? {
+                return Ok(Remote::Retry);
+            }
             continue;
         }
-        // The owner is gone or let the session go: take the request back if nobody took it.
-        let withdrawn = {
-            let store = store.clone();
-            blocking(move || store.coordination().inbox_withdraw(sent)).await?
-        };
-        if withdrawn {
-            return Ok(Remote::Retry);
+        if to.lives().await {
+            continue;
         }
-        // Taken: it may have run. A reply written as the owner let go still counts.
-        let state = {
-            let store = store.clone();
-            blocking(move || store.coordination().inbox_state(sent)).await?
-        };
-        if let InboxState::Done(_) = state {
+        // Taken, and its taker died: a reply written before it died still counts.
+        if let InboxState::Done(_) = to.state(sent).await? {
             continue;
         }
         return Ok(Remote::Done(Err(SessionError::AgentExited(
@@ -242,6 +275,30 @@ pub(crate) async fn wait(
                 .into(),
         ))));
     }
+}
+
+/// Waits until request `sent` is taken by its addressee: true once taken (or done), false
+/// when it was withdrawn because the addressee let the session go or died before taking it
+/// (or it is gone).
+pub(crate) async fn wait_taken(to: &Addressee, sent: u64) -> Result<bool, SessionError> {
+    let mut changes = to.store.coordination().changes();
+    loop {
+        match to.state(sent).await? {
+            InboxState::Taken | InboxState::Done(_) => return Ok(true),
+            InboxState::Withdrawn | InboxState::Gone => return Ok(false),
+            InboxState::Pending => {}
+        }
+        let _ = tokio::time::timeout(RECHECK, changes.changed()).await;
+        if !to.holds().await && to.withdraw(sent).await? {
+            return Ok(false);
+        }
+    }
+}
+
+/// Removes a withdrawn request (nobody will read it again).
+async fn forget(store: &std::sync::Arc<dyn EventStore>, sent: u64) {
+    let store = store.clone();
+    let _ = blocking(move || store.coordination().inbox_forget(sent)).await;
 }
 
 /// Runs a store call off the async runtime.

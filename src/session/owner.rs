@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 
 use super::actor::Origin;
-use super::inbox::{self, blocking, Remote, Reply, Request};
+use super::inbox::{self, blocking, Addressee, Remote, Reply, Request};
 use super::manager::{Handle, SessionManager};
 use super::record::from_record;
 use super::{Cancel, SessionError};
@@ -40,39 +40,22 @@ pub(super) enum Route {
     Remote(String),
 }
 
-/// A request in the inbox, its outcome still to come.
+/// A request in the inbox, taken by its addressee, its outcome still to come.
 pub(super) struct Posted {
-    store: Arc<dyn crate::store::EventStore>,
-    id: String,
-    owner: String,
+    to: Addressee,
     sent: u64,
 }
 
 impl Posted {
     /// The sequence the relayed message's turn started at.
     pub(super) async fn outcome(self) -> Result<u64, SessionError> {
-        let owner = self.owner.clone();
-        let store = self.store.clone();
-        let id = self.id.clone();
-        match inbox::wait(&self.store, self.sent, still_owner(store, id, owner)).await? {
+        match inbox::wait(&self.to, self.sent).await? {
             Remote::Done(result) => result?.ok_or_else(|| {
                 SessionError::InvalidRequest("the owner did not say where the turn starts".into())
             }),
-            // The owner let the session go before taking the message: nobody will run it.
+            // Taken, then gone: the session was deleted before its turn started.
             Remote::Retry => Err(SessionError::Cancelled),
         }
-    }
-}
-
-/// A check that `owner` still owns session `id` and lives.
-fn still_owner(
-    store: Arc<dyn crate::store::EventStore>,
-    id: String,
-    owner: String,
-) -> impl Fn() -> bool + Send + Sync + Clone + 'static {
-    move || {
-        matches!(store.coordination().load_session(&id), Ok(Some(r)) if r.owner == owner)
-            && store.coordination().engine_alive(&owner).unwrap_or(false)
     }
 }
 
@@ -225,8 +208,19 @@ impl SessionManager {
         }
     }
 
-    /// Puts `request` into the inbox of `owner`, the engine that runs session `id`; `None`
-    /// when the inbox refused it because the session changed hands (route again).
+    fn addressee(&self, id: &str, owner: &str) -> Addressee {
+        Addressee {
+            store: self.ctx.store.clone(),
+            session_id: id.to_owned(),
+            owner: owner.to_owned(),
+        }
+    }
+
+    /// Puts `request` into the inbox of `owner`, the engine that runs session `id`, and waits
+    /// until the owner has taken it (its place in the owner's queue is then taken); `None`
+    /// when the owner let the session go (or died) before taking it: the request was withdrawn,
+    /// route again. Why wait: an owner finishing its turn lets the session go without looking
+    /// at the inbox, and a message withdrawn after that must run elsewhere, not fail.
     pub(super) async fn post(
         &self,
         id: &str,
@@ -234,12 +228,11 @@ impl SessionManager {
         request: &Request,
     ) -> Result<Option<Posted>, SessionError> {
         let sent = inbox::post(&self.ctx.store, id, request).await?;
-        Ok(Some(Posted {
-            store: self.ctx.store.clone(),
-            id: id.to_owned(),
-            owner: owner.to_owned(),
-            sent,
-        }))
+        let to = self.addressee(id, owner);
+        if !inbox::wait_taken(&to, sent).await? {
+            return Ok(None);
+        }
+        Ok(Some(Posted { to, sent }))
     }
 
     /// Relays `request` to `owner` and waits for its outcome; `None`: route again.
@@ -250,8 +243,7 @@ impl SessionManager {
         request: &Request,
     ) -> Result<Option<Result<Option<u64>, SessionError>>, SessionError> {
         let sent = inbox::post(&self.ctx.store, id, request).await?;
-        let check = still_owner(self.ctx.store.clone(), id.to_owned(), owner.to_owned());
-        match inbox::wait(&self.ctx.store, sent, check).await? {
+        match inbox::wait(&self.addressee(id, owner), sent).await? {
             Remote::Done(result) => Ok(Some(result)),
             Remote::Retry => Ok(None),
         }
