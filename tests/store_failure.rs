@@ -309,8 +309,38 @@ async fn a_full_disk_mid_turn_fails_the_turn_visibly_and_the_daemon_recovers_whe
     );
 
     // Space returns: the daemon recovers by itself and records how the turn ended; the
-    // reader resumes where it was told to stop.
+    // reader resumes where it was told to stop. While the session catches up with its log,
+    // `GET` never counts more than the log holds (it counted the refused events once the
+    // store said it was healthy again, before the session had caught up).
     std::fs::remove_file(&filler).expect("remove the filler");
+    let mut counts = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let info = d.info("full").await;
+        let (_, list) = status_and_json(d.get("/v1/sessions").await).await;
+        let stored = d.events("full").await;
+        let last = stored
+            .last()
+            .and_then(|e| e["sequence"].as_u64())
+            .unwrap_or(0);
+        let count = info["eventCount"].as_u64().unwrap_or(u64::MAX);
+        counts.push((count, last));
+        let listed = list["sessions"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["sessionId"] == "full"))
+            .and_then(|s| s["eventCount"].as_u64())
+            .unwrap_or(u64::MAX);
+        counts.push((listed, last));
+        if info["status"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        counts.iter().all(|(count, last)| count <= last),
+        "eventCount beyond the log (count, stored): {counts:?}"
+    );
+    assert_eq!(counts.last().map(|(count, last)| count == last), Some(true));
     let ok = wait_health(&d, 200, Duration::from_secs(20)).await;
     assert_eq!(ok["status"], "ok");
     let (resumed, resumed_until) = follow(&d, "full", seen_last);

@@ -185,7 +185,7 @@ impl SessionManager {
     fn info_of_record(&self, record: &SessionRecord) -> Option<SessionInfo> {
         if let Ok(h) = self.handle(&record.session_id) {
             if h.serving() {
-                return Some(info_of(&h, &self.ctx.engine_id));
+                return Some(self.counted(&h));
             }
         }
         SessionInfo::from_record(
@@ -275,8 +275,8 @@ impl SessionManager {
 
     /// One session's info.
     pub fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        let mut info = match self.handle(id) {
-            Ok(h) if h.serving() => info_of(&h, &self.ctx.engine_id),
+        let info = match self.handle(id) {
+            Ok(h) if h.serving() => self.counted(&h),
             _ => {
                 let record = self
                     .ctx
@@ -291,15 +291,20 @@ impl SessionManager {
                 })?
             }
         };
-        // While the log cannot be written, what it holds: events stamped but refused (their
-        // sequences are given again later) are not counted. (Otherwise an event is counted
-        // from its append, a moment before its commit.)
-        if self.store_trouble().is_some() {
-            if let Ok(stored) = self.ctx.store.last_sequence(id) {
-                info.event_count = info.event_count.min(stored);
-            }
-        }
         Ok(info)
+    }
+
+    /// The info of a session this engine serves, with `eventCount` what its log holds, never
+    /// more: the session counts an event from its append, a moment before its commit, and,
+    /// when the store refuses a batch, events that never get in (their sequences are given
+    /// again after the store recovers, once the session has caught up with its log). A reader
+    /// can read every event `eventCount` counts.
+    fn counted(&self, h: &Handle) -> SessionInfo {
+        let mut info = info_of(h, &self.ctx.engine_id);
+        if let Ok(stored) = self.ctx.store.last_sequence(&h.id) {
+            info.event_count = info.event_count.min(stored);
+        }
+        info
     }
 
     /// Hands a command to the session's actor, waiting while its mailbox is full.
