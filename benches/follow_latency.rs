@@ -466,6 +466,8 @@ fn main() {
             verdict(list_median <= TARGET_LIST)
         );
     }
+    // Exiting skips destructors: the scratch directory goes first.
+    drop(scratch);
     if failed {
         println!("FAILED: a delta or a session was lost (see ANOMALY above)");
         std::process::exit(1);
