@@ -37,6 +37,18 @@ pub struct EngineList {
 }
 
 impl SessionManager {
+    /// Whether engine `engine_id` (this one or another process on the store) still lives; a
+    /// store that cannot say counts it alive (nothing of its is taken over on a guess).
+    pub fn engine_alive(&self, engine_id: &str) -> bool {
+        engine_id == self.engine_id()
+            || self
+                .context()
+                .store
+                .coordination()
+                .engine_alive(engine_id)
+                .unwrap_or(true)
+    }
+
     /// The live engines on this store, oldest first.
     pub fn engines(&self) -> Result<Vec<EngineInfo>, SessionError> {
         let me = self.engine_id();

@@ -14,7 +14,6 @@ pub mod envelopes;
 pub mod record;
 pub mod registry;
 pub mod server;
-pub mod serving;
 
 pub use envelopes::EnvelopeLog;
 pub use registry::{AcpLimits, RegistryError, ServerInfo, Servers};

@@ -35,6 +35,11 @@ pub struct ServerRecord {
     /// ends its sessions and forgets it instead of serving it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub websocket: bool,
+    /// The engine (codebuffd process) serving it: several may share the data directory, and
+    /// one that starts leaves the servers of another live one alone (two writers of one
+    /// envelope log would interleave it). Absent in records of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 impl ServerRecord {
@@ -85,6 +90,7 @@ mod tests {
             initialize: Some(serde_json::json!({"protocolVersion": 1})),
             sessions: vec!["a".into()],
             websocket: false,
+            engine: Some("e-1".into()),
         };
         record.save(&dir).unwrap();
         assert_eq!(ServerRecord::load(&dir).unwrap(), record);

@@ -7,7 +7,6 @@
 //! and retires the rest), and a server nobody posted to or read for `--acp-idle-timeout`, with
 //! no request running, is retired by a sweep: deleted as by `DELETE` (its sessions end).
 
-use super::serving::ServingLock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -85,32 +84,29 @@ impl Servers {
         let mut servers = HashMap::new();
         let mut records = Vec::new();
         for dir in server_dirs(&root) {
-            // Another codebuffd process on this data directory serves it: leave it alone.
-            let serving = match ServingLock::try_take(&dir) {
-                Ok(Some(lock)) => lock,
-                Ok(None) => continue,
-                Err(error) => {
-                    tracing::warn!(%error, dir = %dir.display(), "an ACP server's lock cannot be taken; skipped");
-                    continue;
-                }
-            };
             match ServerRecord::load(&dir) {
+                // Another live codebuffd process on this data directory serves it.
+                Ok(record)
+                    if record
+                        .engine
+                        .as_deref()
+                        .is_some_and(|e| manager.engine_alive(e)) => {}
                 Ok(record) if record.websocket => forget_websocket(&manager, &dir, record),
-                Ok(record) => records.push((dir, record, serving)),
+                Ok(record) => records.push((dir, record)),
                 Err(error) => {
                     tracing::warn!(%error, dir = %dir.display(), "an ACP server's record cannot be read; skipped");
                 }
             }
         }
         // The most recent ones, up to the cap; the others are retired.
-        records.sort_by_key(|(_, r, _)| std::cmp::Reverse(r.created_at_ms));
+        records.sort_by_key(|(_, r)| std::cmp::Reverse(r.created_at_ms));
         let excess = records.split_off(records.len().min(limits.max_servers));
-        for (dir, record, _serving) in excess {
+        for (dir, record) in excess {
             tracing::warn!(server = %record.server_id, max = limits.max_servers, "more recorded ACP servers than --max-acp-servers: retired");
             forget_websocket(&manager, &dir, record);
         }
-        for (dir, record, serving) in records {
-            let restored = Server::start(manager.clone(), data_dir, dir.clone(), record, serving);
+        for (dir, record) in records {
+            let restored = Server::start(manager.clone(), data_dir, dir.clone(), record);
             match restored {
                 Ok(server) => {
                     tracing::info!(server = %server.id, envelopes = server.log.last(), "ACP server restored");
@@ -212,11 +208,9 @@ impl Servers {
             initialize: None,
             sessions: Vec::new(),
             websocket,
+            engine: None,
         };
-        record.save(&dir)?;
-        let serving = ServingLock::try_take(&dir)?
-            .ok_or_else(|| std::io::Error::other("a new ACP server's directory is locked"))?;
-        let server = Server::start(self.manager.clone(), &self.data_dir, dir, record, serving)?;
+        let server = Server::start(self.manager.clone(), &self.data_dir, dir, record)?;
         tracing::info!(server = %id, agent = agent.id(), "ACP server created");
         self.servers
             .write_unpoisoned()

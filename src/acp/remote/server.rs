@@ -15,7 +15,6 @@
 //!   connection of a restarted daemon), the sessions it created (ended by a delete) and the
 //!   prompts running (cancelled by a delete).
 
-use super::serving::ServingLock;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -169,8 +168,6 @@ pub struct Server {
     last_used: Mutex<std::time::Instant>,
     /// Streams reading its log now (a server being read is not idle).
     readers: Arc<std::sync::atomic::AtomicUsize>,
-    /// This process serves it (see `serving.rs`).
-    _serving: ServingLock,
 }
 
 /// A stream reading a server's log; the server counts as in use until it is dropped.
@@ -192,12 +189,14 @@ impl Server {
         manager: Arc<SessionManager>,
         data_dir: &Path,
         dir: PathBuf,
-        record: ServerRecord,
-        serving: ServingLock,
+        mut record: ServerRecord,
     ) -> std::io::Result<Arc<Server>> {
         let agent = AgentKind::parse(&record.agent).ok_or_else(|| {
             std::io::Error::other(format!("unknown agent `{}` in the record", record.agent))
         })?;
+        // Served by this engine from now on (see `ServerRecord::engine`).
+        record.engine = Some(manager.engine_id().to_owned());
+        record.save(&dir)?;
         let log = Arc::new(EnvelopeLog::open(&dir.join(LOG_FILE))?);
         let initialize = record.initialize.clone();
         let shared = Arc::new(Shared {
@@ -269,7 +268,6 @@ impl Server {
             connection: Mutex::new(Some(connection)),
             last_used: Mutex::new(std::time::Instant::now()),
             readers: Arc::default(),
-            _serving: serving,
         }))
     }
 
