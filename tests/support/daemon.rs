@@ -76,10 +76,20 @@ impl TempDir {
 
 impl Drop for TempDir {
     /// Removes the directory and, when a daemon ran on it as its data directory, the working
-    /// directory [`Daemon::launch`] made beside it (`<dir>.work`).
+    /// directory [`Daemon::launch`] made beside it (`<dir>.work`); when a test opened a SQLite
+    /// store at the path itself (a file), the lock files the store keeps beside its database
+    /// (`<db>.migrate.lock`, `<db>.engines/`).
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_file(&self.0);
         let _ = std::fs::remove_dir_all(work_dir(&self.0));
+        for beside in [".migrate.lock", ".engines"] {
+            let mut path = self.0.clone().into_os_string();
+            path.push(beside);
+            let path = PathBuf::from(path);
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_dir_all(&path);
+        }
     }
 }
 
