@@ -11,6 +11,7 @@ mod memory;
 mod memory_outbox;
 pub mod outbox;
 mod postgres;
+mod postgres_conn;
 mod postgres_outbox;
 mod postgres_shared;
 mod row;

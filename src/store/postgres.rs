@@ -11,23 +11,20 @@
 //! The sync `postgres` client blocks on a runtime of its own and must not run on an async
 //! runtime's thread, so every database call runs on threads this store owns: the writer
 //! thread ([`super::writer`]) and a small pool of reader threads that callers hand their
-//! queries to. Connections are plain TCP (no TLS): use a loopback or private network.
+//! queries to (`postgres_conn.rs`). Connections are plain TCP (no TLS): use a loopback or private network.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
 
 use super::batched::{BatchedStore, DurableStore, Logs, StoreOptions, StoreReader};
+pub(super) use super::postgres_conn::{PgConn, PgReaders};
 use super::postgres_outbox::{self, PgOutbox};
 use super::postgres_shared::{PgShared, CHANNEL};
 use super::row::{decode_settings, running_process, to_u64, EventRow, RecordInts};
 use super::writer::{BatchWriter, Write};
 use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
-use crate::sync::LockExt;
 
 /// The schema version this build writes (table `codebuffd_schema`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 dropped `sessions.next_item` (written, never read), 4 added the webhook
@@ -176,7 +173,7 @@ impl PostgresStore {
                 ))
             })
         })?;
-        let readers = PgReaders::start(&config, &target)?;
+        let readers = PgReaders::start_named(&config, &target, READERS, "reader")?;
         let outbox = PgOutbox::start(&config, &target)?;
         let logs: Logs = Default::default();
         let shared = PgShared::open(config, target, options.lease, logs.clone())?;
@@ -194,7 +191,7 @@ impl PostgresStore {
 }
 
 /// A postgres error with the server's message when it sent one.
-fn pg_error(e: &postgres::Error) -> String {
+pub(super) fn pg_error(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
         None => match std::error::Error::source(e) {
@@ -259,65 +256,6 @@ fn migrate(client: &mut Client) -> Result<(), String> {
         .map_err(|e| pg_error(&e))?;
     }
     tx.commit().map_err(|e| pg_error(&e))
-}
-
-/// A connection that reconnects when it finds itself closed, with its prepared statements.
-pub(super) struct PgConn {
-    config: postgres::Config,
-    target: String,
-    client: Option<Client>,
-    statements: HashMap<&'static str, Statement>,
-}
-
-impl PgConn {
-    pub(super) fn new(config: postgres::Config, target: String) -> Self {
-        PgConn {
-            config,
-            target,
-            client: None,
-            statements: HashMap::new(),
-        }
-    }
-
-    /// The open client, connecting first if there is none or it was closed.
-    pub(super) fn client(&mut self) -> Result<&mut Client, StoreError> {
-        if self.client.as_ref().is_none_or(Client::is_closed) {
-            self.client = None;
-            self.statements.clear();
-            let client = self.config.connect(NoTls).map_err(|e| {
-                StoreError::Backend(format!(
-                    "cannot connect to Postgres at {}: {}",
-                    self.target,
-                    pg_error(&e)
-                ))
-            })?;
-            self.client = Some(client);
-        }
-        self.client
-            .as_mut()
-            .ok_or_else(|| StoreError::Backend("no Postgres connection".into()))
-    }
-
-    /// A statement prepared once per connection.
-    pub(super) fn prepared(
-        &mut self,
-        sql: &'static str,
-    ) -> Result<(&mut Client, Statement), StoreError> {
-        self.client()?;
-        let client = self
-            .client
-            .as_mut()
-            .ok_or_else(|| StoreError::Backend("no Postgres connection".into()))?;
-        let statement = match self.statements.get(sql) {
-            Some(statement) => statement.clone(),
-            None => {
-                let statement = client.prepare(sql).map_err(backend)?;
-                self.statements.insert(sql, statement.clone());
-                statement
-            }
-        };
-        Ok((client, statement))
-    }
 }
 
 /// Postgres rejects NUL in text: such characters (only ever in agent-provided messages) are
@@ -509,82 +447,6 @@ fn execute_record(
         ],
     )
     .map_err(backend)
-}
-
-type Job = Box<dyn FnOnce(&mut PgConn) + Send>;
-
-/// Reader threads, each with its own connection, taking queries from one queue.
-pub(super) struct PgReaders {
-    jobs: Option<Sender<Job>>,
-    threads: Vec<JoinHandle<()>>,
-}
-
-impl PgReaders {
-    fn start(config: &postgres::Config, target: &str) -> Result<Self, StoreError> {
-        Self::start_named(config, target, READERS, "reader")
-    }
-
-    /// `count` threads named `codebuffd-postgres-<name>-<n>`, each with its own connection.
-    pub(super) fn start_named(
-        config: &postgres::Config,
-        target: &str,
-        count: usize,
-        name: &str,
-    ) -> Result<Self, StoreError> {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = Arc::new(Mutex::new(queue));
-        let mut threads = Vec::with_capacity(count);
-        for n in 0..count {
-            let mut conn = PgConn::new(config.clone(), target.to_owned());
-            let queue = queue.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("codebuffd-postgres-{name}-{n}"))
-                .spawn(move || serve(&queue, &mut conn))
-                .map_err(|e| StoreError::Backend(format!("cannot start a Postgres reader: {e}")))?;
-            threads.push(thread);
-        }
-        Ok(PgReaders {
-            jobs: Some(jobs),
-            threads,
-        })
-    }
-
-    /// Runs `query` on a reader thread and waits for its answer.
-    pub(super) fn call<T: Send + 'static>(
-        &self,
-        query: impl FnOnce(&mut PgConn) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let stopped = || StoreError::Backend("the Postgres readers have stopped".into());
-        let (done, answer) = mpsc::sync_channel(1);
-        let job: Job = Box::new(move |conn| {
-            let _ = done.send(query(conn));
-        });
-        self.jobs
-            .as_ref()
-            .ok_or_else(stopped)?
-            .send(job)
-            .map_err(|_| stopped())?;
-        answer.recv().map_err(|_| stopped())?
-    }
-}
-
-fn serve(queue: &Mutex<Receiver<Job>>, conn: &mut PgConn) {
-    loop {
-        let job = queue.lock_unpoisoned().recv();
-        match job {
-            Ok(job) => job(conn),
-            Err(_) => return,
-        }
-    }
-}
-
-impl Drop for PgReaders {
-    fn drop(&mut self) {
-        self.jobs = None;
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
 }
 
 impl StoreReader for PgReaders {

@@ -19,11 +19,13 @@ mod checkpoint;
 mod chunk;
 mod leases;
 mod outbox;
+mod schema;
 mod shared;
 
 use checkpoint::Checkpointer;
 use chunk::{decode_chunk, encode_chunk, ChunkBuffers, Chunks};
 use outbox::SqliteOutbox;
+use schema::{migrate, migration_lock};
 
 use super::batched::{BatchedStore, DurableStore, Logs, StoreOptions, StoreReader};
 use super::row::{decode_settings, running_process, to_i64, to_u64, RecordInts};
@@ -32,104 +34,12 @@ use super::{SessionRecord, StoreError, StoredEvent};
 use crate::sync::LockExt;
 use shared::SqliteShared;
 
-/// The schema version this build writes (`PRAGMA user_version`): 1 the first schema, 2 added
-/// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event),
-/// 4 dropped `sessions.next_item` (written, never read: ids go on after the log's last), 5
-/// added the webhook outbox (`outbox.rs`), 6 the engines sharing the file and the inbox
-/// (`shared.rs`).
-const SCHEMA_VERSION: i64 = 6;
 /// The page size of a new database.
 const PAGE_SIZE: u32 = 16 * 1024;
 /// Read connections kept open between reads.
 const IDLE_READERS: usize = 4;
 /// How long a connection waits for a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-const SCHEMA_V1: &str = "
-CREATE TABLE sessions (
-    session_id          TEXT PRIMARY KEY NOT NULL,
-    agent               TEXT NOT NULL,
-    created_at          INTEGER NOT NULL,
-    updated_at          INTEGER NOT NULL,
-    settings            TEXT NOT NULL,
-    native_session_id   TEXT,
-    status              TEXT NOT NULL,
-    ended               INTEGER NOT NULL,
-    end_reason          TEXT,
-    end_message         TEXT,
-    cost_credits        REAL NOT NULL,
-    turns               INTEGER NOT NULL,
-    event_count         INTEGER NOT NULL,
-    next_item           INTEGER NOT NULL,
-    running_pid         INTEGER,
-    running_pgid        INTEGER,
-    running_start_ticks INTEGER
-);
-CREATE INDEX sessions_by_age ON sessions (created_at, session_id);
-CREATE TABLE events (
-    session_id  TEXT NOT NULL,
-    sequence    INTEGER NOT NULL,
-    type        TEXT NOT NULL,
-    event       TEXT NOT NULL,
-    raw         TEXT,
-    raw_is_text INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (session_id, sequence)
-);
-";
-
-/// Version 1 → 2: the instance id of the daemon that owns a session (empty: written before).
-const MIGRATE_V2: &str = "ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT '';";
-
-/// Version 2 → 3: events in chunks, one row per run of a session's events committed together,
-/// instead of one row each (an insert per event cost more than everything else an event
-/// costs). `events` holds the chunk's events as a JSON array with one event (its compact JSON
-/// without `raw`) per line, `raws` their raw lines the same way (`null` for none; the column is
-/// NULL when no event has one). The view `events` shows one row per event, as before.
-const MIGRATE_V3: &str = "
-CREATE TABLE event_chunks (
-    session_id     TEXT NOT NULL,
-    last_sequence  INTEGER NOT NULL,
-    first_sequence INTEGER NOT NULL,
-    events         TEXT NOT NULL,
-    raws           TEXT,
-    PRIMARY KEY (session_id, last_sequence)
-);
-INSERT INTO event_chunks (session_id, last_sequence, first_sequence, events, raws)
-    SELECT session_id, sequence, sequence, '[' || char(10) || event || char(10) || ']',
-        CASE WHEN raw IS NULL THEN NULL ELSE '[' || char(10) || raw || char(10) || ']' END
-    FROM events ORDER BY session_id, sequence;
-DROP TABLE events;
-CREATE VIEW events (session_id, sequence, type, event, raw) AS
-    SELECT c.session_id, c.first_sequence + e.key, e.value ->> '$.type', e.value,
-        c.raws -> e.key
-    FROM event_chunks c, json_each(c.events) e;
-";
-
-/// Version 3 → 4: `next_item` goes (a restored session's ids go on after its log's last).
-const MIGRATE_V4: &str = "ALTER TABLE sessions DROP COLUMN next_item;";
-
-/// Version 5 → 6: the engines working on the file, the inbox of requests for sessions' owners,
-/// and an index of owned sessions (`sessions.owner` now names an engine, `''` when idle).
-const MIGRATE_V6: &str = "
-CREATE TABLE engines (
-    engine_id   TEXT PRIMARY KEY NOT NULL,
-    instance_id TEXT NOT NULL,
-    pid         INTEGER NOT NULL,
-    command     TEXT NOT NULL,
-    url         TEXT,
-    started_at  INTEGER NOT NULL
-);
-CREATE TABLE inbox (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    body       TEXT NOT NULL,
-    state      TEXT NOT NULL,
-    reply      TEXT,
-    created_at INTEGER NOT NULL
-);
-CREATE INDEX inbox_by_state ON inbox (state, session_id);
-CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner <> '';
-";
 
 pub(super) const RECORD_COLUMNS: &str = "session_id, agent, created_at, updated_at, settings, \
     native_session_id, status, ended, end_reason, end_message, cost_credits, turns, \
@@ -176,26 +86,7 @@ impl SqliteStore {
     }
 }
 
-/// Held while a process creates or upgrades the database's schema: `<db>.migrate.lock`.
-fn migration_lock(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, StoreError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| open_error(path, e))?;
-    }
-    let mut name = path.as_os_str().to_owned();
-    name.push(".migrate.lock");
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&name)
-        .map_err(|e| open_error(path, e))?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, errno)| open_error(path, errno))
-}
-
-fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
+pub(super) fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!(
         "cannot open the SQLite database {}: {e}",
         path.display()
@@ -255,82 +146,6 @@ fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     .map_err(|e| open_error(path, e))?;
     migrate(&conn).map_err(|e| open_error(path, e))?;
     Ok(conn)
-}
-
-fn schema_version(conn: &Connection) -> Result<i64, String> {
-    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
-        .map_err(|e| e.to_string())
-}
-
-/// Creates the schema in a new database, upgrades an older one, or checks the version.
-fn migrate(conn: &Connection) -> Result<(), String> {
-    match schema_version(conn)? {
-        SCHEMA_VERSION => Ok(()),
-        newer if newer > SCHEMA_VERSION => Err(format!(
-            "its schema version {newer} is newer than this codebuffd supports ({SCHEMA_VERSION})"
-        )),
-        _ => {
-            conn.execute_batch("BEGIN IMMEDIATE")
-                .map_err(|e| e.to_string())?;
-            match upgrade(conn) {
-                Ok(()) => conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
-                Err(e) => {
-                    let _ = conn.execute_batch("ROLLBACK");
-                    Err(e)
-                }
-            }
-        }
-    }
-}
-
-/// Brings the schema to `SCHEMA_VERSION`, inside the caller's write transaction.
-fn upgrade(conn: &Connection) -> Result<(), String> {
-    // Read again under the write lock: another process may have upgraded meanwhile.
-    let mut version = schema_version(conn)?;
-    if version == 0 {
-        let has_tables: bool = conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name IN ('sessions', 'events'))",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| e.to_string())?;
-        if has_tables {
-            return Err(
-                "it holds tables named sessions/events that codebuffd did not create".into(),
-            );
-        }
-        conn.execute_batch(SCHEMA_V1).map_err(|e| e.to_string())?;
-        version = 1;
-    }
-    if version == 1 {
-        conn.execute_batch(MIGRATE_V2).map_err(|e| e.to_string())?;
-        version = 2;
-    }
-    if version == 2 {
-        conn.execute_batch(MIGRATE_V3).map_err(|e| e.to_string())?;
-        version = 3;
-    }
-    if version == 3 {
-        conn.execute_batch(MIGRATE_V4).map_err(|e| e.to_string())?;
-        version = 4;
-    }
-    if version == 4 {
-        conn.execute_batch(outbox::MIGRATE_V5)
-            .map_err(|e| e.to_string())?;
-        version = 5;
-    }
-    if version == 5 {
-        conn.execute_batch(MIGRATE_V6).map_err(|e| e.to_string())?;
-        version = 6;
-    }
-    if version != SCHEMA_VERSION {
-        return Err(format!(
-            "its schema version {version} is newer than this codebuffd supports ({SCHEMA_VERSION})"
-        ));
-    }
-    conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
-        .map_err(|e| e.to_string())
 }
 
 /// A connection to a database the writer opened (and so set up).
