@@ -8,6 +8,7 @@
 //!
 //! ```text
 //! cargo bench --bench turn_start            # TURNS=20 by default
+//! CODEBUFFD_BIN=<other build>/codebuffd cargo bench --bench turn_start   # another daemon
 //! ```
 //!
 //! Without `--bench` (`cargo test --benches`, as `.ci/run` does) it runs a smoke version: two
@@ -24,6 +25,14 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 const TARGET_P50: Duration = Duration::from_millis(150);
+
+/// The daemon measured: this build's, or `CODEBUFFD_BIN` (another build, for a side-by-side
+/// run against the same adapter and backend).
+fn daemon_binary() -> PathBuf {
+    std::env::var_os("CODEBUFFD_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")))
+}
 
 fn adapter_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("adapters/codebuff")
@@ -116,7 +125,7 @@ async fn run(spares: Spares, turns: usize) -> Run {
     std::fs::create_dir_all(project.join("src")).unwrap();
     std::fs::write(project.join("README.md"), "# demo\n").unwrap();
     std::fs::write(project.join("src/main.rs"), "fn main() {}\n").unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebuffd"));
+    let mut cmd = Command::new(daemon_binary());
     cmd.args(["server", "--no-token", "--host", "127.0.0.1", "--port", "0"])
         .arg("--data-dir")
         .arg(scratch.join("data"))

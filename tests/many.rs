@@ -287,7 +287,26 @@ async fn a_killed_process_s_turn_is_interrupted_by_a_survivor_and_its_agent_kill
     );
     let deadline = Instant::now() + Duration::from_secs(5);
     while agents.iter().any(|p| session_members(a_pid).contains(p)) {
-        assert!(Instant::now() < deadline, "A's agent outlived the recovery");
+        assert!(
+            Instant::now() < deadline,
+            "A's agent outlived the recovery: {}",
+            describe(&session_members(a_pid))
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Nothing of A stays: its spares read end-of-file and exit, as does an agent A started
+    // but had not yet recorded (it never got its turn).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = session_members(a_pid);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes of A outlived it: {}",
+            describe(&left)
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // The bystander's turn in B goes on, untouched.
@@ -377,4 +396,26 @@ async fn an_acp_server_is_served_by_one_process_and_restored_after_it_dies() {
     assert!(acp_http::agent_text(&envelopes).contains("second"));
     b.stop();
     c.stop();
+}
+
+/// What a test failure shows of processes: pid, state, process group, parent, command line.
+fn describe(pids: &[i32]) -> String {
+    pids.iter()
+        .map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                .unwrap_or_default();
+            let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+            format!(
+                "[{pid} state {} ppid {} pgid {} wchan {wchan}: {cmdline}]",
+                fields.first().unwrap_or(&"?"),
+                fields.get(1).unwrap_or(&"?"),
+                fields.get(2).unwrap_or(&"?"),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -38,6 +38,38 @@ use super::launcher::{AgentKind, Launcher};
 use super::process::{AgentProcess, SpawnError, SpawnSpec};
 use crate::sync::LockExt;
 
+/// An agent process started for a turn and not yet handed it (see [`Launcher::start`]).
+pub struct StartedAgent {
+    process: AgentProcess,
+    /// The turn line it gets on [`StartedAgent::begin`].
+    line: String,
+}
+
+/// Shows the process, never the turn line (it carries the credential).
+impl std::fmt::Debug for StartedAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartedAgent")
+            .field("pid", &self.process.pid())
+            .finish_non_exhaustive()
+    }
+}
+
+impl StartedAgent {
+    /// The agent's pid (also its process group's id).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Hands the agent its turn; the process to supervise. Writing the line fails only when
+    /// the agent is gone already, which its supervision then reports as its exit.
+    pub fn begin(mut self) -> AgentProcess {
+        if let Err(error) = self.process.queue_line(&self.line) {
+            tracing::warn!(%error, pid = self.process.pid(), "the agent could not be handed its turn");
+        }
+        self.process
+    }
+}
+
 /// What one turn asks of its agent.
 #[derive(Debug, Clone, Copy)]
 pub struct TurnLaunch<'a> {
@@ -232,14 +264,17 @@ impl AgentHost {
         Ok(line)
     }
 
-    /// Starts a turn's agent: a warm spare when one waits (else a new process), handed the
-    /// turn line; then a new spare for the next turn.
-    pub fn start(&self, turn: &TurnLaunch) -> Result<AgentProcess, LaunchError> {
+    /// Starts a turn's agent: a warm spare when one waits (else a new process); then a new
+    /// spare for the next turn. The agent is not given its turn yet: the caller records its pid
+    /// durably first and then calls [`StartedAgent::begin`], so an engine killed in between
+    /// leaves only a process that reads end-of-file before any turn line and exits by itself
+    /// (`docs/agent-command.md` §1.1), never a working agent nobody knows to kill.
+    pub fn start(&self, turn: &TurnLaunch) -> Result<StartedAgent, LaunchError> {
         let line = self.turn_line(turn)?;
         if !turn.cwd.is_dir() {
             return Err(LaunchError::DirectoryMissing);
         }
-        let mut process = match self.take_spare(turn.kind) {
+        let process = match self.take_spare(turn.kind) {
             Some(spare) => spare,
             None => AgentProcess::spawn(self.spare_spec(turn.kind, turn.cwd)).map_err(|error| {
                 // The host's details (paths) stay in the daemon's log.
@@ -247,11 +282,11 @@ impl AgentHost {
                 LaunchError::from_spawn(error)
             })?,
         };
-        process
-            .queue_line(&line.to_line())
-            .map_err(|e| LaunchError::Other(e.kind()))?;
         self.prewarm(turn.kind);
-        Ok(process)
+        Ok(StartedAgent {
+            process,
+            line: line.to_line(),
+        })
     }
 
     /// Makes sure a spare of `kind` waits (when warm starts are on and the agent can run).

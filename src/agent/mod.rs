@@ -23,7 +23,7 @@ pub use command::{
 pub use credentials::{Credential, CredentialSource};
 pub use environment::{agent_env, is_loader_variable};
 pub use framing::{Frame, LineFramer};
-pub use launch::{AgentHost, LaunchError, TurnLaunch};
+pub use launch::{AgentHost, LaunchError, StartedAgent, TurnLaunch};
 pub use launcher::{AgentKind, Installation, Launcher};
 pub use node::InstallError;
 pub use process::{

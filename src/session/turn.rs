@@ -290,20 +290,23 @@ impl Actor {
         let started = Instant::now();
         let mut driver = TurnDriver::new(self.ctx.agents.max_line_bytes);
         let (outcome, stop) = match self.start_agent(&queued.message) {
-            Ok(process) => {
-                let pid = process.pid();
+            Ok(started) => {
+                let pid = started.pid();
                 self.persist(Some(RunningProcess {
                     pid,
                     pgid: pid,
                     start_ticks: procfs::start_ticks(pid).unwrap_or(0),
                 }));
-                // The agent's pid must be on disk before a crash could orphan it (waited for
-                // off the runtime's threads).
+                // The agent's pid must be on disk before it gets its turn: an engine killed
+                // sooner leaves an agent that reads end-of-file before any turn and exits,
+                // later one whose pid a survivor reads to kill it (waited for off the
+                // runtime's threads).
                 let store = self.ctx.store.clone();
                 let flushed = tokio::task::spawn_blocking(move || store.flush()).await;
                 if let Ok(Err(error)) = flushed {
                     tracing::error!(session = %self.id, %error, "saving the running agent failed");
                 }
+                let process = started.begin();
                 let (stop, exit) = self.supervise(process, &mut driver).await;
                 let outcome = driver.outcome(&self.converter, stop.as_ref(), Ending::Exited(exit));
                 (outcome, stop)
@@ -388,7 +391,7 @@ impl Actor {
     fn start_agent(
         &self,
         message: &UserMessage,
-    ) -> Result<AgentProcess, crate::agent::LaunchError> {
+    ) -> Result<crate::agent::StartedAgent, crate::agent::LaunchError> {
         let s = &self.settings;
         tracing::info!(session = %self.id, agent = s.agent.id(), "starting a turn");
         // Checked at every turn, on the real path the agent will get: a directory that was fine
