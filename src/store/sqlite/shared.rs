@@ -4,7 +4,9 @@
 //!
 //! The watcher reads `PRAGMA data_version` every [`WATCH_EVERY`] on a connection of its own: it
 //! changes whenever another connection (another process, or this one's writer) commits, and
-//! costs no table read. Then it moves [`Coordination::changes`] and, while other engines are
+//! costs no table read. While this process knows of no other engine it looks only every
+//! [`ALONE_EVERY`] (nothing here waits for another process's commits then: an idle daemon
+//! should not wake 250 times a second), and is woken as soon as it learns of one. Then it moves [`Coordination::changes`] and, while other engines are
 //! alive, raises the visible watermark of each followed log this process does not append to
 //! (one indexed read of its tip), so followers here see what an engine there appended within
 //! a few milliseconds. Small writes (claims, the inbox) go through a connection of their own,
@@ -31,13 +33,17 @@ use crate::sync::LockExt;
 /// How often the watcher looks for other processes' commits.
 const WATCH_EVERY: Duration = Duration::from_millis(4);
 
+/// How often it looks while no other engine is known to be alive.
+const ALONE_EVERY: Duration = Duration::from_secs(1);
+
 /// The shared side of a SQLite store.
 pub(crate) struct SqliteShared {
     conn: Mutex<Connection>,
     leases: LeaseDir,
     changes: watch::Sender<u64>,
     /// True while another engine is alive (refreshed by [`Coordination::engines`] and
-    /// [`Coordination::engine_alive`]): the watcher refreshes foreign tips only then.
+    /// [`Coordination::engine_alive`]): the watcher refreshes foreign tips, and looks every
+    /// [`WATCH_EVERY`], only then.
     others: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     watcher: Option<std::thread::JoinHandle<()>>,
@@ -81,6 +87,25 @@ impl SqliteShared {
         f(&conn).map_err(sql_error)
     }
 
+    /// Records whether another engine is alive; the watcher wakes up at once when one appears.
+    fn set_others(&self, others: bool) {
+        let was = self.others.swap(others, Ordering::Relaxed);
+        if others && !was {
+            if let Some(watcher) = &self.watcher {
+                watcher.thread().unpark();
+            }
+        }
+    }
+
+    /// Whether the engine holds its lease; a dead one's row is removed.
+    fn alive_or_forget(&self, engine_id: &str) -> bool {
+        let alive = self.leases.alive(engine_id).unwrap_or(false);
+        if !alive {
+            self.forget_engine(engine_id);
+        }
+        alive
+    }
+
     fn forget_engine(&self, engine_id: &str) {
         let _ = self.with(|c| c.execute("DELETE FROM engines WHERE engine_id = ?1", [engine_id]));
     }
@@ -109,7 +134,10 @@ fn watch_commits(
     };
     let mut seen = version(&conn);
     while !stop.load(Ordering::SeqCst) {
-        std::thread::park_timeout(WATCH_EVERY);
+        std::thread::park_timeout(match others.load(Ordering::Relaxed) {
+            true => WATCH_EVERY,
+            false => ALONE_EVERY,
+        });
         let now = version(&conn);
         if now == seen {
             continue;
@@ -204,9 +232,10 @@ impl Coordination for SqliteShared {
     }
 
     fn engine_alive(&self, engine_id: &str) -> Result<bool, StoreError> {
-        let alive = self.leases.alive(engine_id).unwrap_or(false);
-        if !alive {
-            self.forget_engine(engine_id);
+        let alive = self.alive_or_forget(engine_id);
+        if alive {
+            // Perhaps this process's own engine: then the next `engines` says "alone" again.
+            self.set_others(true);
         }
         Ok(alive)
     }
@@ -231,11 +260,11 @@ impl Coordination for SqliteShared {
         })?;
         let mut alive = Vec::new();
         for engine in rows {
-            if self.engine_alive(&engine.engine_id)? {
+            if self.alive_or_forget(&engine.engine_id) {
                 alive.push(engine);
             }
         }
-        self.others.store(alive.len() > 1, Ordering::Relaxed);
+        self.set_others(alive.len() > 1);
         Ok(alive)
     }
 
