@@ -4,7 +4,8 @@
 //! (`--no-warm-start`, every turn starts Node and imports the SDK), and with spares that retire
 //! (`--warm-spare-idle 1`): each turn then is the first turn of a new session created 2.5 s
 //! after the last turn, when the spare has retired (checked) and comes back with the session
-//! (checked). Also prints the memory an idle spare costs.
+//! (checked); and cold again with each turn the first of a new session after that pause
+//! (`cold-new`, what `retired` compares with). Also prints the memory an idle spare costs.
 //!
 //! ```text
 //! cargo bench --bench turn_start            # TURNS=20 by default
@@ -87,6 +88,9 @@ enum Spares {
     /// `--warm-spare-idle 1`: each turn is the first of a new session, created after the
     /// spare retired.
     Retired,
+    /// `--no-warm-start`, each turn the first of a new session after the same pause as
+    /// `Retired`'s: what a retired spare's turn is fairly compared with.
+    ColdNew,
 }
 
 /// The pid of the codebuff spare `GET /v1/agents` reports, and its resident memory.
@@ -134,7 +138,7 @@ async fn run(spares: Spares, turns: usize) -> Run {
         .env("HOME", &scratch);
     match spares {
         Spares::Warm => {}
-        Spares::Cold => {
+        Spares::Cold | Spares::ColdNew => {
             cmd.arg("--no-warm-start");
         }
         Spares::Retired => {
@@ -159,7 +163,7 @@ async fn run(spares: Spares, turns: usize) -> Run {
     let mut spare_rss = None;
     for turn in 0..turns {
         // Give the spare (or the machine) the pause a real user's turns have.
-        if spares == Spares::Retired {
+        if matches!(spares, Spares::Retired | Spares::ColdNew) {
             // An idle daemon: its spare retires...
             tokio::time::sleep(Duration::from_millis(2500)).await;
             assert_eq!(
@@ -177,9 +181,10 @@ async fn run(spares: Spares, turns: usize) -> Run {
                 .unwrap();
             assert_eq!(resp.status(), 200, "{:?}", resp.text().await);
             seen = 1;
-            assert!(
+            assert_eq!(
                 spare(&http, &base).await.0.is_some(),
-                "no spare came back with the session of turn {turn}"
+                spares == Spares::Retired,
+                "a spare came back with the session of turn {turn}, or did not"
             );
         } else {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -277,9 +282,11 @@ fn main() {
     let mut warm = runtime.block_on(run(Spares::Warm, turns));
     let mut cold = runtime.block_on(run(Spares::Cold, turns));
     let mut retired = runtime.block_on(run(Spares::Retired, turns));
+    let mut cold_new = runtime.block_on(run(Spares::ColdNew, turns));
     let warm_p50 = report("warm", &mut warm);
     report("cold", &mut cold);
     report("retired", &mut retired);
+    report("cold-new", &mut cold_new);
     match warm.spare_rss {
         Some(rss) => println!(
             "idle spare: {:.0} MiB resident (VmRSS of the waiting adapter)",

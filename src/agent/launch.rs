@@ -264,8 +264,10 @@ impl AgentHost {
         Ok(line)
     }
 
-    /// Starts a turn's agent: a warm spare when one waits (else a new process); then a new
-    /// spare for the next turn. The agent is not given its turn yet: the caller records its pid
+    /// Starts a turn's agent: a warm spare when one waits (else a new process). The next spare
+    /// is the caller's to start ([`AgentHost::prewarm`]) once this agent has spoken: one
+    /// started now would load beside an agent that may itself still be loading (a spare taken
+    /// young, or a cold start), on the same cores. The agent is not given its turn yet: the caller records its pid
     /// durably first and then calls [`StartedAgent::begin`], so an engine killed in between
     /// leaves only a process that reads end-of-file before any turn line and exits by itself
     /// (`docs/agent-command.md` §1.1), never a working agent nobody knows to kill.
@@ -282,7 +284,6 @@ impl AgentHost {
                 LaunchError::from_spawn(error)
             })?,
         };
-        self.prewarm(turn.kind);
         Ok(StartedAgent {
             process,
             line: line.to_line(),

@@ -308,6 +308,11 @@ impl Actor {
                 }
                 let process = started.begin();
                 let (stop, exit) = self.supervise(process, &mut driver).await;
+                // A spare for the next turn if the agent never spoke (none when nothing will
+                // take another turn).
+                if !matches!(stop, Some(StopReason::Terminated | StopReason::Shutdown)) {
+                    self.ctx.agents.prewarm(self.settings.agent);
+                }
                 let outcome = driver.outcome(&self.converter, stop.as_ref(), Ending::Exited(exit));
                 (outcome, stop)
             }
@@ -455,6 +460,8 @@ impl Actor {
         let mut exit: Option<ExitInfo> = None;
         // A store that can fail says so here, even while the agent prints nothing.
         let mut health = self.ctx.store.health();
+        // The next turn's spare starts once this agent has printed something (it has loaded).
+        let mut spare_due = true;
 
         while exit.is_none() {
             if stop.is_none() {
@@ -479,6 +486,10 @@ impl Actor {
                             break;
                         }
                         event = process.next_event().now_or_never().flatten();
+                    }
+                    if spare_due {
+                        spare_due = false;
+                        self.ctx.agents.prewarm(self.settings.agent);
                     }
                     self.wait_for_room().await;
                     self.flush().await;
