@@ -2,16 +2,19 @@
 //! [`Layers`] for the precedence), checked once here.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 mod args;
+mod keys;
 mod layers;
+mod token;
 mod webhooks;
 
 use std::collections::BTreeMap;
 
 pub use args::{EngineArgs, ServerArgs};
+pub use keys::{known_keys, CLIENT_KEYS, DEPRECATED_KEYS, SERVER_KEYS};
 pub use layers::{user_config_file, ConfigError, Deprecated, Layers, Source};
 pub use webhooks::WebhookArgs;
 
@@ -105,76 +108,6 @@ impl DaemonConfig {
     }
 }
 
-/// Every setting of `codebuffd server`, as its file key (the flag's name with `_`).
-pub const SERVER_KEYS: &[&str] = &[
-    "host",
-    "port",
-    "token",
-    "token_file",
-    "no_token",
-    "cors_allow_origin",
-    "allowed_host",
-    "data_dir",
-    "workdir",
-    "agent_command",
-    "turn_timeout",
-    "inactivity_timeout",
-    "max_line_bytes",
-    "max_body_bytes",
-    "store",
-    "store_lease",
-    "sse_keep_alive",
-    "header_read_timeout",
-    "max_connections",
-    "max_acp_servers",
-    "acp_idle_timeout",
-    "permission_mode",
-    "permission_timeout",
-    "max_session_credits",
-    "retention_days",
-    "no_warm_start",
-    "warm_spare_idle",
-    "allow_loader_env",
-    "ws_heartbeat_timeout",
-    "ws_default_agent",
-    "ws_max_frame_bytes",
-    "ws_question_timeout",
-];
-
-/// The terminal client's own settings (`term/settings.rs`), also accepted in the files the
-/// server reads: one user config file serves both.
-pub const CLIENT_KEYS: &[&str] = &["url", "agent", "mode", "model", "color", "timeout"];
-
-/// Every key a config file may hold: the server's and the terminal client's.
-pub fn known_keys() -> Vec<&'static str> {
-    SERVER_KEYS
-        .iter()
-        .chain(webhooks::KEYS)
-        .chain(CLIENT_KEYS)
-        .copied()
-        .collect()
-}
-
-/// File keys renamed to their flag's name (read with a warning).
-pub const DEPRECATED_KEYS: &[Deprecated] = &[
-    Deprecated {
-        old: "cors_allow_origins",
-        new: "cors_allow_origin",
-    },
-    Deprecated {
-        old: "turn_timeout_seconds",
-        new: "turn_timeout",
-    },
-    Deprecated {
-        old: "inactivity_timeout_seconds",
-        new: "inactivity_timeout",
-    },
-    Deprecated {
-        old: "sse_keep_alive_seconds",
-        new: "sse_keep_alive",
-    },
-];
-
 const DEFAULT_PORT: u16 = 2468;
 const DEFAULT_MAX_LINE: usize = 8 * 1024 * 1024;
 const DEFAULT_MAX_BODY: usize = 1024 * 1024;
@@ -194,7 +127,7 @@ impl DaemonConfig {
             None => IpAddr::from([127, 0, 0, 1]),
         };
         let port = l.value("port", args.port)?.unwrap_or(DEFAULT_PORT);
-        let token = resolve_token(&mut l, args)?;
+        let token = token::resolve_token(&mut l, args)?;
         let no_token = l.switch("no_token", args.no_token)?;
         if token.is_none() && !no_token && !host.is_loopback() {
             return Err(ConfigError(format!(
@@ -382,62 +315,6 @@ impl DaemonConfig {
             warnings: l.warnings().to_vec(),
         })
     }
-}
-
-/// The token: `--no-token` beats everything; otherwise a `no_token` set anywhere means no
-/// token unless the token was set at a higher precedence (a `--token` flag over
-/// `CODEBUFFD_NO_TOKEN`, a `CODEBUFFD_TOKEN` over a file's `no_token`).
-fn resolve_token(l: &mut Layers<'_>, args: &ServerArgs) -> Result<Option<String>, ConfigError> {
-    fn rank(source: Option<&Source>) -> u8 {
-        match source {
-            Some(Source::Flag) => 3,
-            Some(Source::Env(_)) => 2,
-            Some(Source::File(_)) => 1,
-            Some(Source::Default) | None => 0,
-        }
-    }
-    let token = l.value::<String>("token", args.token.clone())?;
-    let token_file = l.value::<PathBuf>("token_file", args.token_file.clone())?;
-    // A token file given at the same or a higher precedence than a token wins over it.
-    let token = match token_file {
-        Some(path) if rank(l.sources().get("token_file")) >= rank(l.sources().get("token")) => {
-            let token = read_token_file(&path)?;
-            let source = l.sources()["token_file"].clone();
-            l.sources_mut().insert("token", source);
-            Some(token)
-        }
-        _ => token,
-    };
-    let no_token = l.switch("no_token", args.no_token)?;
-    let token_rank = rank(l.sources().get("token"));
-    let no_token_rank = rank(l.sources().get("no_token"));
-    let token = if args.no_token || (no_token && token_rank <= no_token_rank) {
-        None
-    } else {
-        token
-    };
-    if token.as_deref() == Some("") {
-        return Err(ConfigError("the token must not be empty".into()));
-    }
-    Ok(token)
-}
-
-/// The token in `path`: its first line, without surrounding whitespace; it must not be empty.
-fn read_token_file(path: &Path) -> Result<String, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        ConfigError(format!(
-            "cannot read the token file {}: {e}",
-            path.display()
-        ))
-    })?;
-    let token = text.lines().next().unwrap_or("").trim();
-    if token.is_empty() {
-        return Err(ConfigError(format!(
-            "the token file {} is empty",
-            path.display()
-        )));
-    }
-    Ok(token.to_owned())
 }
 
 fn parse_host(h: &str) -> Result<IpAddr, ConfigError> {
