@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::daemon::{binary, session_members, work_dir, Daemon, TempDir};
+use support::daemon::{binary, describe_processes, session_members, work_dir, Daemon, TempDir};
 
 /// A `codebuffd acp` on `data_dir`, driven with raw JSON-RPC lines.
 struct AcpProcess {
@@ -264,13 +264,7 @@ async fn a_killed_process_s_turn_is_interrupted_by_a_survivor_and_its_agent_kill
     b.message("bystander", "hang").await;
     a.wait_status("victim", "running", Duration::from_secs(10))
         .await;
-    let agents = loop {
-        let agents = a.agents().await;
-        if !agents.is_empty() {
-            break agents;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let agents = a.wait_agents().await;
     let killed = Instant::now();
     let a_pid = a.kill9();
     // B ends the victim's turn within 5 s, and kills the agent A left behind.
@@ -290,25 +284,18 @@ async fn a_killed_process_s_turn_is_interrupted_by_a_survivor_and_its_agent_kill
         assert!(
             Instant::now() < deadline,
             "A's agent outlived the recovery: {}",
-            describe(&session_members(a_pid))
+            describe_processes(&session_members(a_pid))
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Nothing of A stays: its spares read end-of-file and exit, as does an agent A started
     // but had not yet recorded (it never got its turn).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = session_members(a_pid);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "processes of A outlived it: {}",
-            describe(&left)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let left = support::daemon::wait_session_empty(a_pid, Duration::from_secs(5));
+    assert!(
+        left.is_empty(),
+        "processes of A outlived it: {}",
+        describe_processes(&left)
+    );
     // The bystander's turn in B goes on, untouched.
     assert_eq!(b.info("bystander").await["status"], "running");
     b.post_empty("/v1/sessions/bystander/cancel").await;
@@ -396,26 +383,4 @@ async fn an_acp_server_is_served_by_one_process_and_restored_after_it_dies() {
     assert!(acp_http::agent_text(&envelopes).contains("second"));
     b.stop();
     c.stop();
-}
-
-/// What a test failure shows of processes: pid, state, process group, parent, command line.
-fn describe(pids: &[i32]) -> String {
-    pids.iter()
-        .map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-            let fields: Vec<&str> = after.split_whitespace().collect();
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-                .unwrap_or_default();
-            let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
-            format!(
-                "[{pid} state {} ppid {} pgid {} wchan {wchan}: {cmdline}]",
-                fields.first().unwrap_or(&"?"),
-                fields.get(1).unwrap_or(&"?"),
-                fields.get(2).unwrap_or(&"?"),
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }

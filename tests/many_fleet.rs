@@ -225,13 +225,7 @@ async fn a_killed_fleet_member_s_turn_is_interrupted_by_another_within_the_lease
         .await;
     b.wait_status(&bystander, "running", Duration::from_secs(20))
         .await;
-    let agents = loop {
-        let agents = a.agents().await;
-        if !agents.is_empty() {
-            break agents;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let agents = a.wait_agents().await;
 
     let killed = Instant::now();
     let a_pid = a.kill9();

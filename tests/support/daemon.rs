@@ -311,6 +311,20 @@ impl Daemon {
             .collect()
     }
 
+    /// Waits (up to 10 s) until the daemon runs an agent (see [`Daemon::agents`]); returns
+    /// their pids.
+    pub async fn wait_agents(&self) -> Vec<i32> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let agents = self.agents().await;
+            if !agents.is_empty() {
+                return agents;
+            }
+            assert!(Instant::now() < deadline, "the daemon started no agent");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Polls (up to `limit`) until the daemon's process session holds no process but the
     /// daemon and its idle spares; returns those still there. The poll covers an agent that
     /// still winds down after its `finish` and the delivery of the SIGKILL the daemon sends to a
@@ -551,6 +565,27 @@ pub fn cmdline(pid: i32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
         .unwrap_or_default()
+}
+
+/// What a failure message shows of processes: pid, state, parent, process group, where it
+/// waits in the kernel, command line.
+pub fn describe_processes(pids: &[i32]) -> String {
+    pids.iter()
+        .map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+            format!(
+                "[{pid} state {} ppid {} pgid {} wchan {wchan}: {}]",
+                fields.first().unwrap_or(&"?"),
+                fields.get(1).unwrap_or(&"?"),
+                fields.get(2).unwrap_or(&"?"),
+                cmdline(*pid),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Waits until no live process of session `sid` remains; returns those still there.
