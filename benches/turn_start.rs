@@ -93,16 +93,14 @@ enum Spares {
     ColdNew,
 }
 
+/// `GET url`'s JSON body.
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 /// The pid of the codebuff spare `GET /v1/agents` reports, and its resident memory.
 async fn spare(http: &reqwest::Client, base: &str) -> (Option<u64>, Option<u64>) {
-    let agents: Value = http
-        .get(format!("{base}/v1/agents"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agents = get_json(http, &format!("{base}/v1/agents")).await;
     let spare = &agents["agents"][0]["warmSpare"];
     (spare["pid"].as_u64(), spare["rssBytes"].as_u64())
 }
@@ -203,14 +201,7 @@ async fn run(spares: Spares, turns: usize) -> Run {
         // Poll the log at a fine grain for the turn's first agent event.
         let mut first = None;
         loop {
-            let page: Value = http
-                .get(format!("{s}/events?offset={seen}&limit=1000"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let page = get_json(&http, &format!("{s}/events?offset={seen}&limit=1000")).await;
             let events = page["events"].as_array().cloned().unwrap_or_default();
             if first.is_none() && events.iter().any(|e| e["source"] == "agent") {
                 first = Some(sent.elapsed());

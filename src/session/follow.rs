@@ -246,16 +246,7 @@ mod tests {
 
     #[test]
     fn item_delta_borrows_the_text_and_matches_the_decoded_payload() {
-        let store: Arc<dyn EventStore> = Arc::new(MemoryStore::new());
-        store
-            .create(&SessionRecord::new(
-                "s",
-                "mock",
-                serde_json::json!({}),
-                "",
-                0,
-            ))
-            .unwrap();
+        let store = store_with(0);
         let mut drafts = vec![
             delta("plain 1:23;"),
             delta("quote \" and\nline é"),
