@@ -218,7 +218,7 @@ impl BatchedStore {
         let events =
             StoredEvent::stamp_all(drafts, first, &time, &log.session_id, native_session_id);
         let last = first + events.len() as u64 - 1;
-        let must_commit = events.iter().any(|e| e.ends_something());
+        let must_commit = events.iter().any(|e| e.awaits_commit());
         let closes = events.iter().any(|e| e.ends_session());
         log.tail().push(&events, closes);
         if must_commit && defer {

@@ -206,9 +206,16 @@ impl StoredEvent {
         rest.strip_suffix(RAW_END)
     }
 
-    /// True for the events that end a turn or the session.
+    /// True for the events that end a turn or the session (committed with a sync).
     pub fn ends_something(&self) -> bool {
         matches!(self.event_type, "turn.ended" | "session.ended")
+    }
+
+    /// True for the events whose appender waits for their commit: a turn's or the session's
+    /// end, and the session's start (its creator is answered after it, and reads the log or
+    /// the session's `eventCount` next: both must already hold it).
+    pub fn awaits_commit(&self) -> bool {
+        self.event_type == "session.started" || self.ends_something()
     }
 
     /// True for the event after which a session's log gets no more appends.
