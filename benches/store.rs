@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use codebuffd::store::{open_store, EventStore, SessionRecord};
 use codebuffd::universal::{ErrorData, EventData, EventDraft, RawLine, TurnData, TurnPhase};
-use serde_json::value::RawValue;
 
 const POSTGRES_URL: &str = "CODEBUFFD_TEST_POSTGRES_URL";
 
@@ -125,9 +124,7 @@ fn draft(n: u64) -> EventDraft {
             code: None,
             details: None,
         }),
-        Some(Arc::new(RawLine::Json(
-            RawValue::from_string(raw).expect("valid JSON"),
-        ))),
+        Some(Arc::new(RawLine::Json(raw))),
     )
 }
 

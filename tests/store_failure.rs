@@ -484,12 +484,7 @@ impl EventStore for FailingStore {
         self.inner
             .append(session_id, drafts, time, native_session_id)
     }
-    fn read(
-        &self,
-        id: &str,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<Arc<StoredEvent>>, StoreError> {
+    fn read(&self, id: &str, after: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
         self.inner.read(id, after, limit)
     }
     fn last_sequence(&self, id: &str) -> Result<u64, StoreError> {

@@ -277,7 +277,8 @@ impl<'de> Visitor<'de> for EventVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
-        let Some(first) = map.next_key::<std::borrow::Cow<'de, str>>()? else {
+        // A `Cow` key would always be owned (serde's `Cow` never borrows): `Key` borrows it.
+        let Some(Key(first)) = map.next_key::<Key<'de>>()? else {
             return Ok(Parsed::NoType);
         };
         if first == "type" {
@@ -321,6 +322,31 @@ impl<'de> Visitor<'de> for EventVisitor {
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Parsed, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Parsed::NoType)
+    }
+}
+
+/// An object's key, borrowed from the line unless it holds an escape.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(v.into()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(v.to_owned().into()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Key(v.into()))
+            }
+        }
+        deserializer.deserialize_str(V)
     }
 }
 

@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use super::event::{ParseError, PrintModeEvent};
@@ -50,16 +49,19 @@ pub(crate) struct LineIntake {
 }
 
 impl LineIntake {
-    /// Takes one stdout line (without its terminator).
-    pub(crate) fn stdout(&mut self, line: &[u8]) -> Intake {
+    /// Takes one stdout line (without its terminator). An owned line becomes the event's raw
+    /// line as it is (a borrowed one is copied once).
+    pub(crate) fn stdout(&mut self, line: impl Into<Vec<u8>>) -> Intake {
+        let line = line.into();
         if line.iter().all(u8::is_ascii_whitespace) {
             return Intake::Blank;
         }
         let n = self.count(Stream::Stdout);
+        // Hashed before the line moves into the parser, only when it is not an event.
         match parse_line(line) {
             Ok((event, raw)) => Intake::Event(event, Arc::new(raw)),
-            Err((error, raw)) => {
-                Intake::Unparsed(unparsed(error, format!("stdout:{n}"), line, raw))
+            Err((error, raw, bytes)) => {
+                Intake::Unparsed(unparsed(error, format!("stdout:{n}"), &bytes, raw))
             }
         }
     }
@@ -71,7 +73,7 @@ impl LineIntake {
         if !looks_like_json {
             return Intake::Diagnostic;
         }
-        match parse_line(line) {
+        match parse_line(line.to_vec()) {
             Ok((event, raw)) => Intake::Event(event, Arc::new(raw)),
             Err(_) => Intake::Diagnostic,
         }
@@ -103,24 +105,35 @@ impl LineIntake {
     }
 }
 
-/// Parses a line into an event and its verbatim raw form, or says why it is not one.
-fn parse_line(line: &[u8]) -> Result<(PrintModeEvent, RawLine), (String, RawLine)> {
-    let text = match std::str::from_utf8(line) {
-        Ok(t) => t.trim_end_matches('\r'),
+/// Parses a line into an event and its verbatim raw form (the line itself: it parsed whole,
+/// so it is JSON), or says why it is not one, with the raw form and the line's bytes.
+#[allow(clippy::type_complexity)]
+fn parse_line(line: Vec<u8>) -> Result<(PrintModeEvent, RawLine), (String, RawLine, Vec<u8>)> {
+    let mut text = match String::from_utf8(line) {
+        Ok(text) => text,
         Err(e) => {
-            let raw = RawLine::Text(String::from_utf8_lossy(line).into_owned());
-            return Err((format!("invalid UTF-8: {e}"), raw));
+            let raw = RawLine::Text(String::from_utf8_lossy(e.as_bytes()).into_owned());
+            return Err((
+                format!("invalid UTF-8: {}", e.utf8_error()),
+                raw,
+                e.into_bytes(),
+            ));
         }
     };
-    let verbatim = || {
-        serde_json::from_str::<Box<RawValue>>(text)
-            .map(RawLine::Json)
-            .unwrap_or_else(|_| RawLine::Text(text.to_owned()))
-    };
-    match PrintModeEvent::parse(text) {
-        Ok(event) => Ok((event, verbatim())),
-        Err(err @ ParseError::NotJson(_)) => Err((err.to_string(), RawLine::Text(text.to_owned()))),
-        Err(err) => Err((err.to_string(), verbatim())),
+    let bytes = text.len();
+    text.truncate(text.trim_end_matches('\r').len());
+    match PrintModeEvent::parse(&text) {
+        Ok(event) => Ok((event, RawLine::parsed(text))),
+        Err(err) => {
+            let raw = match err {
+                ParseError::NotJson(_) => RawLine::Text(text.clone()),
+                _ => RawLine::json_or_text(text.clone()),
+            };
+            let mut line = text.into_bytes();
+            // The bytes as read (a trimmed `\r` is hashed too).
+            line.resize(bytes, b'\r');
+            Err((err.to_string(), raw, line))
+        }
     }
 }
 
@@ -160,10 +173,52 @@ mod tests {
             Intake::Event(PrintModeEvent::Text(t), raw) => {
                 assert_eq!(t.text, "hi");
                 assert!(
-                    matches!(&*raw, RawLine::Json(j) if j.get() == r#"{"type":"text", "text":"hi"}"#)
+                    matches!(&*raw, RawLine::Json(j) if j == r#"{"type":"text", "text":"hi"}"#)
                 );
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_raw_form_is_the_value_without_the_space_around_it() {
+        let mut intake = LineIntake::default();
+        for line in [
+            &b" \t{\"type\":\"text\",\"text\":\"a\"}  \r"[..],
+            b"{\"type\":\"text\",\"text\":\"a\"}\r\r",
+        ] {
+            match intake.stdout(line) {
+                Intake::Event(_, raw) => {
+                    assert_eq!(*raw, RawLine::Json(r#"{"type":"text","text":"a"}"#.into()))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // JSON that is not an event stays JSON; anything else is text.
+        for (line, want) in [
+            (
+                &br#" {"no":"type"} "#[..],
+                RawLine::Json(r#"{"no":"type"}"#.into()),
+            ),
+            (b"{broken\r", RawLine::Text("{broken".into())),
+        ] {
+            match intake.stdout(line) {
+                Intake::Unparsed(draft) => assert_eq!(draft.raw.as_deref(), Some(&want)),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_unparsed_line_s_hash_is_of_its_bytes_as_read() {
+        let mut intake = LineIntake::default();
+        for line in [&b"not json\r\r"[..], b"{\"no\":\"type\"}\r", &[0xff, b'\r']] {
+            let d = unparsed_data(intake.stdout(line));
+            let want: String = Sha256::digest(line)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(d.raw_hash.unwrap(), format!("sha256:{want}"));
         }
     }
 
@@ -184,7 +239,7 @@ mod tests {
         assert!(d.raw_hash.unwrap().starts_with("sha256:"));
         let d = unparsed_data(intake.stdout(br#"{"no":"type"}"#));
         assert_eq!(d.location, "stdout:2");
-        let d = unparsed_data(intake.stdout(&[0xff, 0xfe]));
+        let d = unparsed_data(intake.stdout([0xff, 0xfe]));
         assert!(d.error.starts_with("invalid UTF-8"), "{}", d.error);
     }
 

@@ -130,7 +130,7 @@ impl TurnDriver {
             ProcessEvent::Line {
                 stream: OutputStream::Stdout,
                 line,
-            } => converter.convert_stdout_line(&line, out),
+            } => converter.convert_stdout_line(line, out),
             ProcessEvent::Line {
                 stream: OutputStream::Stderr,
                 line,

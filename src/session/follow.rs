@@ -95,12 +95,12 @@ impl Follow {
 
     /// The committed events after the cursor, up to a page, without waiting (empty when the
     /// reader has caught up); the cursor moves past them.
-    pub fn poll(&mut self) -> Result<Vec<Arc<LoggedEvent>>, SessionError> {
+    pub fn poll(&mut self) -> Result<Vec<LoggedEvent>, SessionError> {
         self.poll_at_most(self.page)
     }
 
     /// [`Follow::poll`] with a page of at most `limit` events.
-    pub fn poll_at_most(&mut self, limit: usize) -> Result<Vec<Arc<LoggedEvent>>, SessionError> {
+    pub fn poll_at_most(&mut self, limit: usize) -> Result<Vec<LoggedEvent>, SessionError> {
         let page = self
             .store
             .read(&self.session_id, self.after, limit.max(1))?;
@@ -115,7 +115,7 @@ impl Follow {
     /// closed): nothing will follow. [`SessionError::StoreUnavailable`] when the reader has
     /// caught up while the store cannot be written, or once it degrades while the reader
     /// waits: nothing can follow until it recovers (the cursor stays; call again to go on).
-    pub async fn next(&mut self) -> Result<Option<Vec<Arc<LoggedEvent>>>, SessionError> {
+    pub async fn next(&mut self) -> Result<Option<Vec<LoggedEvent>>, SessionError> {
         loop {
             let page = self.poll()?;
             if !page.is_empty() {
@@ -157,7 +157,7 @@ impl Follow {
 
     /// The events after the cursor up to sequence `until` (a page at most; empty once the
     /// cursor is there): a replay of the log as it was at some moment, without waiting.
-    pub fn poll_until(&mut self, until: u64) -> Result<Vec<Arc<LoggedEvent>>, SessionError> {
+    pub fn poll_until(&mut self, until: u64) -> Result<Vec<LoggedEvent>, SessionError> {
         if self.after >= until {
             return Ok(Vec::new());
         }
@@ -280,10 +280,7 @@ mod tests {
         assert_eq!(follow.position(), 5);
         let waiting = tokio::spawn(async move {
             let page = follow.next().await.unwrap().unwrap();
-            (
-                page.iter().map(|e| text(e)).collect::<Vec<_>>(),
-                follow.position(),
-            )
+            (page.iter().map(text).collect::<Vec<_>>(), follow.position())
         });
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         store

@@ -363,7 +363,7 @@ impl EventStore for BatchedStore {
         session_id: &str,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<Arc<StoredEvent>>, StoreError> {
+    ) -> Result<Vec<StoredEvent>, StoreError> {
         let log = self.log(session_id)?;
         self.catch_up(&log)?;
         let end = log.visible().min(after.saturating_add(limit as u64));
@@ -397,7 +397,7 @@ impl EventStore for BatchedStore {
                     break;
                 }
                 cursor = expected;
-                out.push(Arc::new(stored));
+                out.push(stored);
             }
             if cursor < upto {
                 return Err(StoreError::Backend(format!(
@@ -530,7 +530,7 @@ mod tests {
     #[derive(Default)]
     struct FakeDb {
         records: Mutex<BTreeMap<String, SessionRecord>>,
-        events: Mutex<BTreeMap<(String, u64), String>>,
+        events: Mutex<BTreeMap<(String, u64), Arc<str>>>,
         broken: AtomicBool,
         /// Held by a test to hold up commits.
         gate: Mutex<()>,
@@ -596,7 +596,7 @@ mod tests {
             let events = self.0.events.lock().unwrap();
             events
                 .range((session_id.to_owned(), after + 1)..=(session_id.to_owned(), upto))
-                .map(|((_, seq), json)| StoredEvent::from_stored(*seq, json.clone(), None))
+                .map(|((_, seq), json)| StoredEvent::from_stored(*seq, json, None))
                 .collect()
         }
 

@@ -16,7 +16,7 @@ use crate::universal::EventDraft;
 
 struct Log {
     session_id: Arc<str>,
-    events: RwLock<Vec<Arc<StoredEvent>>>,
+    events: RwLock<Vec<StoredEvent>>,
     /// Held for a whole append, so sequences stay dense even if two writers raced.
     append: Mutex<()>,
     last: watch::Sender<u64>,
@@ -183,7 +183,7 @@ impl EventStore for MemoryStore {
         session_id: &str,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<Arc<StoredEvent>>, StoreError> {
+    ) -> Result<Vec<StoredEvent>, StoreError> {
         let log = self.log(session_id)?;
         let events = log.events.read_unpoisoned();
         let start = (after as usize).min(events.len());

@@ -183,7 +183,7 @@ pub trait EventStore: Send + Sync + 'static {
         session_id: &str,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<Arc<StoredEvent>>, StoreError>;
+    ) -> Result<Vec<StoredEvent>, StoreError>;
 
     /// The sequence of the last event (0 for an empty log).
     fn last_sequence(&self, session_id: &str) -> Result<u64, StoreError>;

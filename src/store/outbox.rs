@@ -154,7 +154,7 @@ impl OutboxRoutes {
     pub(crate) fn rows_for(
         &self,
         session_id: &str,
-        events: &[Arc<StoredEvent>],
+        events: &[StoredEvent],
         now_ms: u64,
         out: &mut Vec<NewOutboxRow>,
     ) {
@@ -186,7 +186,7 @@ impl OutboxRoutes {
                     event_type: event.event_type,
                     endpoint: route.endpoint.clone(),
                     session_scoped: route.session_scoped,
-                    payload: event.json.clone(),
+                    payload: event.json.to_string(),
                     created_at: now_ms,
                 });
             }
@@ -346,13 +346,13 @@ pub fn now_ms() -> u64 {
 mod tests {
     use super::*;
 
-    fn event(sequence: u64, event_type: &'static str) -> Arc<StoredEvent> {
-        Arc::new(StoredEvent {
+    fn event(sequence: u64, event_type: &'static str) -> StoredEvent {
+        StoredEvent {
             sequence,
             event_type,
-            json: format!("{{\"sequence\":{sequence}}}"),
+            json: format!("{{\"sequence\":{sequence}}}").into(),
             raw: None,
-        })
+        }
     }
 
     fn route(endpoint: &str, types: &[&str], session_scoped: bool) -> OutboxRoute {

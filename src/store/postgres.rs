@@ -467,13 +467,9 @@ impl StoreReader for PgReaders {
             rows.into_iter()
                 .map(|row| {
                     let sequence: i64 = row.try_get(0).map_err(backend)?;
-                    let json: String = row.try_get(1).map_err(backend)?;
-                    let raw: Option<String> = row.try_get(2).map_err(backend)?;
-                    StoredEvent::from_stored(
-                        to_u64(sequence, "sequence")?,
-                        json,
-                        raw.map(String::into_boxed_str),
-                    )
+                    let json: &str = row.try_get(1).map_err(backend)?;
+                    let raw: Option<&str> = row.try_get(2).map_err(backend)?;
+                    StoredEvent::from_stored(to_u64(sequence, "sequence")?, json, raw)
                 })
                 .collect()
         })

@@ -27,12 +27,16 @@ thread_local! {
 
 /// An event as stored: its sequence and type, its compact JSON without `raw`, and the raw
 /// agent line apart (served only to readers that ask for it).
+///
+/// Cheap to clone (the texts are shared): the tail, the writer and every reader hold the same
+/// event, which costs one allocation when appended (its JSON) and one free when the last of
+/// them lets it go.
 #[derive(Debug, Clone)]
 pub struct StoredEvent {
     pub sequence: u64,
     pub event_type: &'static str,
     /// Compact JSON with `"raw":null` as its last member; never holds a line break.
-    pub json: String,
+    pub json: Arc<str>,
     pub raw: Option<StoredRaw>,
 }
 
@@ -42,7 +46,7 @@ pub enum StoredRaw {
     /// As the converter made it, shared by the events of one agent line.
     Line(Arc<RawLine>),
     /// As read back from a database: JSON text (a line that was not JSON is a JSON string).
-    Json(Box<str>),
+    Json(Arc<str>),
 }
 
 impl StoredRaw {
@@ -50,7 +54,7 @@ impl StoredRaw {
     pub fn json(&self) -> Cow<'_, str> {
         match self {
             StoredRaw::Line(line) => match &**line {
-                RawLine::Json(json) => json.get().into(),
+                RawLine::Json(json) => json.as_str().into(),
                 // Serializing a string cannot fail.
                 RawLine::Text(text) => serde_json::to_string(text).unwrap_or_default().into(),
             },
@@ -75,7 +79,8 @@ impl StoredRaw {
         Ok(Arc::new(if json.starts_with('"') {
             RawLine::Text(serde_json::from_str(json).map_err(invalid)?)
         } else {
-            RawLine::Json(RawValue::from_string(json.to_string()).map_err(invalid)?)
+            serde_json::from_str::<&RawValue>(json).map_err(invalid)?;
+            RawLine::Json(json.to_string())
         }))
     }
 }
@@ -106,7 +111,7 @@ impl StoredEvent {
         time: &Arc<str>,
         session_id: &Arc<str>,
         native_session_id: Option<&str>,
-    ) -> Vec<Arc<StoredEvent>> {
+    ) -> Vec<StoredEvent> {
         // Written from the drafts as they are: the events themselves are never built.
         let envelope = Envelope::new(time, session_id, native_session_id);
         STAMP_BUF.with_borrow_mut(|buf| {
@@ -116,13 +121,13 @@ impl StoredEvent {
                 .map(|(draft, sequence)| {
                     buf.clear();
                     envelope.write(buf, sequence, &draft);
-                    Arc::new(StoredEvent {
+                    StoredEvent {
                         sequence,
                         event_type: draft.data.event_type(),
                         // Compact JSON escapes every line break: the text is one line.
                         json: exact_text(buf),
                         raw: draft.raw.map(StoredRaw::Line),
-                    })
+                    }
                 })
                 .collect();
             // One huge event (a tool's whole output) does not stay allocated per thread.
@@ -145,7 +150,7 @@ impl StoredEvent {
                 out.push('}');
                 out.into()
             }
-            _ => self.json.as_str().into(),
+            _ => (&*self.json).into(),
         }
     }
 
@@ -174,19 +179,15 @@ impl StoredEvent {
 
     /// An event read back from a database: its JSON must be one this daemon wrote for
     /// `sequence` (checked cheaply: its `event_id`, and a known type).
-    pub fn from_stored(
-        sequence: u64,
-        json: String,
-        raw: Option<Box<str>>,
-    ) -> Result<Self, StoreError> {
-        let event_type = stored_type(&json)
-            .filter(|_| event_id_is(&json, sequence))
+    pub fn from_stored(sequence: u64, json: &str, raw: Option<&str>) -> Result<Self, StoreError> {
+        let event_type = stored_type(json)
+            .filter(|_| event_id_is(json, sequence))
             .ok_or_else(|| invalid(format!("event {sequence} is not an event this log wrote")))?;
         Ok(StoredEvent {
             sequence,
             event_type,
-            json,
-            raw: raw.map(StoredRaw::Json),
+            json: json.into(),
+            raw: raw.map(|raw| StoredRaw::Json(raw.into())),
         })
     }
 
@@ -226,19 +227,19 @@ impl StoredEvent {
 
 /// An envelope's compact JSON at its exact size, through `buf` (reused between events, so no
 /// buffer grows per event).
-fn serialize(view: &EventView<'_>, buf: &mut Vec<u8>) -> String {
+fn serialize(view: &EventView<'_>, buf: &mut Vec<u8>) -> Arc<str> {
     buf.clear();
     // Serializing plain data into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *buf, view);
     exact_text(buf)
 }
 
-/// The JSON text in `buf`, copied at its exact size.
-fn exact_text(buf: &[u8]) -> String {
+/// The JSON text in `buf`, copied at its exact size (in one allocation with its counts).
+fn exact_text(buf: &[u8]) -> Arc<str> {
     // serde_json writes UTF-8; checked anyway (faster than a lossy conversion).
     match std::str::from_utf8(buf) {
-        Ok(text) => text.to_owned(),
-        Err(_) => String::from_utf8_lossy(buf).into_owned(),
+        Ok(text) => text.into(),
+        Err(_) => String::from_utf8_lossy(buf).into(),
     }
 }
 
@@ -281,9 +282,7 @@ mod tests {
     fn json_with_and_without_raw_matches_a_full_serialization() {
         for raw in [
             None,
-            Some(RawLine::Json(
-                RawValue::from_string(r#"{"type":"text","text":"x"}"#.into()).unwrap(),
-            )),
+            Some(RawLine::Json(r#"{"type":"text","text":"x"}"#.into())),
             Some(RawLine::Text("not json \"at all\"".into())),
         ] {
             let e = event(7, raw);
@@ -301,7 +300,7 @@ mod tests {
         let e = event(12, Some(RawLine::Text("plain".into())));
         let written = StoredEvent::new(e.clone());
         let raw = written.raw.as_ref().unwrap().json().into_owned();
-        let read = StoredEvent::from_stored(12, written.json.clone(), Some(raw.into())).unwrap();
+        let read = StoredEvent::from_stored(12, &written.json, Some(&raw)).unwrap();
         assert_eq!(read.event_type, "item.delta");
         assert_eq!(read.json(true), e.to_json(true));
         assert!(read.raw.as_ref().unwrap().is_text());
@@ -313,7 +312,7 @@ mod tests {
         for raw in [None, Some(RawLine::Text("plain".into()))] {
             let e = event(5, raw);
             let written = StoredEvent::new(e.clone());
-            let read = StoredEvent::from_stored(5, written.json.clone(), None).unwrap();
+            let read = StoredEvent::from_stored(5, &written.json, None).unwrap();
             for stored in [&written, &read] {
                 let data: serde_json::Value =
                     serde_json::from_str(stored.data_json().unwrap()).unwrap();
@@ -325,15 +324,15 @@ mod tests {
         }
         // Text laid out otherwise is left to a full parse.
         let mut odd = StoredEvent::new(event(6, None));
-        odd.json = odd.json.replace(",\"raw\":null}", "}");
+        odd.json = odd.json.replace(",\"raw\":null}", "}").into();
         assert_eq!(odd.data_json(), None);
     }
 
     #[test]
     fn json_of_another_sequence_or_no_event_is_refused() {
         let json = StoredEvent::new(event(3, None)).json;
-        assert!(StoredEvent::from_stored(4, json.clone(), None).is_err());
-        assert!(StoredEvent::from_stored(3, "{}".into(), None).is_err());
-        assert!(StoredEvent::from_stored(3, json, None).is_ok());
+        assert!(StoredEvent::from_stored(4, &json, None).is_err());
+        assert!(StoredEvent::from_stored(3, "{}", None).is_err());
+        assert!(StoredEvent::from_stored(3, &json, None).is_ok());
     }
 }

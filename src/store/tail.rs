@@ -42,7 +42,7 @@ pub(crate) struct SessionLog {
 
 /// Recent events, contiguous, ending at `last`.
 pub(crate) struct Tail {
-    events: VecDeque<Arc<StoredEvent>>,
+    events: VecDeque<StoredEvent>,
     last: u64,
     committed: u64,
     /// The first sequence of the last commit: events from here on stay (see [`Tail::evict`]).
@@ -235,7 +235,7 @@ impl Tail {
     }
 
     /// Appends events that follow `last` densely.
-    pub fn push(&mut self, events: &[Arc<StoredEvent>], closes: bool) {
+    pub fn push(&mut self, events: &[StoredEvent], closes: bool) {
         for event in events {
             debug_assert_eq!(event.sequence, self.last + 1);
             self.last = event.sequence;
@@ -282,7 +282,7 @@ impl Tail {
     }
 
     /// Up to `count` events from `from` on (`from >= first()`).
-    pub fn copy_from(&self, from: u64, count: usize, out: &mut Vec<Arc<StoredEvent>>) {
+    pub fn copy_from(&self, from: u64, count: usize, out: &mut Vec<StoredEvent>) {
         let start = (from - self.first()) as usize;
         let end = start.saturating_add(count).min(self.events.len());
         if start < end {
@@ -325,7 +325,7 @@ mod tests {
     use super::*;
     use crate::universal::{ErrorData, EventData, EventDraft, UniversalEvent};
 
-    fn events(from: u64, to: u64) -> Vec<Arc<StoredEvent>> {
+    fn events(from: u64, to: u64) -> Vec<StoredEvent> {
         (from..=to)
             .map(|n| {
                 let draft = EventDraft::synthetic(EventData::Error(ErrorData {
@@ -334,7 +334,7 @@ mod tests {
                     details: None,
                 }));
                 let e = UniversalEvent::from_draft(draft, n, "t".into(), "s".into(), None);
-                Arc::new(StoredEvent::new(e))
+                StoredEvent::new(e)
             })
             .collect()
     }

@@ -54,7 +54,7 @@ pub(crate) enum Write<'a> {
     /// Insert events of one session.
     Events {
         session_id: &'a str,
-        events: &'a [Arc<StoredEvent>],
+        events: &'a [StoredEvent],
     },
     /// Remove a session's record and events; its flag says whether there was one.
     Delete(&'a str),
@@ -111,7 +111,7 @@ pub(crate) enum Op {
     },
     Events {
         log: Arc<SessionLog>,
-        events: Vec<Arc<StoredEvent>>,
+        events: Vec<StoredEvent>,
         done: Option<EventsReply>,
         /// The store's epoch when the events were stamped: events of an older epoch were
         /// stamped before a failure freed their sequences, and are refused.

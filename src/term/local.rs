@@ -86,7 +86,7 @@ impl Transport for Local {
     /// The engine's cursor on the session's log ([`crate::session::Follow`]), as a stream.
     async fn events(&self, id: &str, after: u64) -> Result<Events, ClientError> {
         let follow = self.manager().follow(id, after)?;
-        let state = (follow, VecDeque::<Arc<LoggedEvent>>::new());
+        let state = (follow, VecDeque::<LoggedEvent>::new());
         Ok(
             futures_util::stream::unfold(state, |(mut follow, mut page)| async move {
                 loop {

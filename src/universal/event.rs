@@ -69,26 +69,45 @@ impl EventDraft {
 }
 
 /// The agent's original line: parsed JSON kept verbatim, or the text of a non-JSON line.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum RawLine {
-    Json(Box<RawValue>),
+    /// A JSON value's text, without the whitespace around it. Always valid JSON: made by
+    /// [`RawLine::json`], or from a line that was just parsed whole (the agent's lines, kept
+    /// as read: neither parsed a second time nor copied).
+    Json(String),
     Text(String),
 }
 
-impl PartialEq for RawLine {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (RawLine::Json(a), RawLine::Json(b)) => a.get() == b.get(),
-            (RawLine::Text(a), RawLine::Text(b)) => a == b,
-            _ => false,
+/// The whitespace JSON allows around a value.
+const JSON_SPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+
+impl RawLine {
+    /// `text` as JSON if it is one JSON value, else as text.
+    pub fn json_or_text(text: String) -> RawLine {
+        if serde_json::from_str::<&RawValue>(&text).is_ok() {
+            RawLine::parsed(text)
+        } else {
+            RawLine::Text(text)
         }
+    }
+
+    /// `text`, which the caller has parsed whole as JSON, kept as JSON.
+    pub(crate) fn parsed(mut text: String) -> RawLine {
+        let value = text.trim_matches(JSON_SPACE);
+        if value.len() != text.len() {
+            text = value.to_owned();
+        }
+        RawLine::Json(text)
     }
 }
 
 impl Serialize for RawLine {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            RawLine::Json(json) => json.serialize(serializer),
+            // Checked once more here only: the stored and served forms are written as text.
+            RawLine::Json(json) => serde_json::from_str::<&RawValue>(json)
+                .map_err(serde::ser::Error::custom)?
+                .serialize(serializer),
             RawLine::Text(text) => serializer.serialize_str(text),
         }
     }
@@ -355,7 +374,7 @@ impl<'de> Deserialize<'de> for UniversalEvent {
         let raw = w
             .raw
             .filter(|r| r.get() != "null")
-            .map(|r| Arc::new(RawLine::Json(r)));
+            .map(|r| Arc::new(RawLine::Json(Box::<str>::from(r).into_string())));
         Ok(UniversalEvent {
             sequence: w.sequence,
             time: w.time,

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use codebuffd::store::{EventStore, SessionRecord};
 use codebuffd::universal::{ErrorData, EventData, EventDraft, RawLine, TurnData, TurnPhase};
-use serde_json::value::RawValue;
 
 /// The variable naming the test database (`.ci/postgres.sh start` prints a URL for it).
 pub const POSTGRES_URL: &str = "CODEBUFFD_TEST_POSTGRES_URL";
@@ -36,9 +35,9 @@ pub fn draft(n: u64) -> EventDraft {
     });
     let raw = match n % 3 {
         0 => None,
-        1 => Some(Arc::new(RawLine::Json(
-            RawValue::from_string(format!(r#"{{"type":"text","n":{n},"s":"é\u0000"}}"#)).unwrap(),
-        ))),
+        1 => Some(Arc::new(RawLine::Json(format!(
+            r#"{{"type":"text","n":{n},"s":"é\u0000"}}"#
+        )))),
         _ => Some(Arc::new(RawLine::Text(format!(
             "not json {n} \u{0} ünïcode \"q\""
         )))),

@@ -186,7 +186,7 @@ impl CodebuffConverter {
 
     /// Converts one stdout line (without its terminator). Never fails: a line that is not an
     /// event becomes `agent.unparsed`; a blank line carries nothing.
-    pub fn convert_stdout_line(&mut self, line: &[u8], out: &mut Vec<EventDraft>) {
+    pub fn convert_stdout_line(&mut self, line: impl Into<Vec<u8>>, out: &mut Vec<EventDraft>) {
         match self.intake.stdout(line) {
             Intake::Event(event, raw) => self.convert_event(event, Some(raw), out),
             Intake::Unparsed(draft) => out.push(draft),

@@ -3,8 +3,6 @@
 //! their raw lines the same way), because one insert per event cost more than everything
 //! else an event costs. The view `events` shows one row per event for queries.
 
-use std::sync::Arc;
-
 use crate::store::{StoreError, StoredEvent};
 
 /// The most events one chunk row holds: a read starting inside a chunk reads it whole.
@@ -15,11 +13,11 @@ const CHUNK_BYTES: usize = 256 * 1024;
 /// A batch's events gathered per session, in order, to be written as chunks.
 #[derive(Default)]
 pub(super) struct Chunks<'a> {
-    sessions: Vec<(&'a str, Vec<&'a Arc<StoredEvent>>)>,
+    sessions: Vec<(&'a str, Vec<&'a StoredEvent>)>,
 }
 
 impl<'a> Chunks<'a> {
-    pub fn add(&mut self, session_id: &'a str, events: &'a [Arc<StoredEvent>]) {
+    pub fn add(&mut self, session_id: &'a str, events: &'a [StoredEvent]) {
         let at = match self.sessions.iter().position(|(id, _)| *id == session_id) {
             Some(at) => at,
             None => {
@@ -43,7 +41,7 @@ impl<'a> Chunks<'a> {
     /// [`CHUNK_EVENTS`] and (unless one event is larger) [`CHUNK_BYTES`] of JSON.
     pub fn write(
         &self,
-        mut write: impl FnMut(&str, &[&Arc<StoredEvent>]) -> Result<(), StoreError>,
+        mut write: impl FnMut(&str, &[&StoredEvent]) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         for (session_id, events) in &self.sessions {
             let mut start = 0;
@@ -83,7 +81,7 @@ pub(super) struct EncodedChunk<'b> {
 
 /// Encodes consecutive events as a chunk: `[`, one event per line separated by `,`, `]`.
 pub(super) fn encode_chunk<'b>(
-    events: &[&Arc<StoredEvent>],
+    events: &[&StoredEvent],
     buf: &'b mut ChunkBuffers,
 ) -> EncodedChunk<'b> {
     let text = &mut buf.events;
@@ -151,11 +149,7 @@ pub(super) fn decode_chunk(
             None => None,
         };
         if sequence > after && sequence <= upto {
-            out.push(StoredEvent::from_stored(
-                sequence,
-                line.to_owned(),
-                raw.map(Box::from),
-            )?);
+            out.push(StoredEvent::from_stored(sequence, line, raw)?);
         }
     }
     if first + count - 1 != last || count == 0 {
