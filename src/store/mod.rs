@@ -127,8 +127,8 @@ pub struct RunningProcess {
 ///
 /// A session has exactly one writer (its actor), so `append` is never raced for a session;
 /// readers are many and never block the writer for long. Durable implementations batch their
-/// writes but make a batch holding `turn.ended` or `session.ended` durable before any reader
-/// can see it, and everything durable before `flush` returns.
+/// writes but commit a batch holding `session.started`, `turn.ended` or `session.ended` before
+/// any reader can see it (syncing the ends), and everything durable before `flush` returns.
 pub trait EventStore: Send + Sync + 'static {
     /// The store's side of the engines that share it: leases, owners, the inbox, changes.
     fn coordination(&self) -> &dyn Coordination;

@@ -5,8 +5,8 @@
 //!   leave the tail, so everything before the tail is in the database.
 //! * `visible`: the last sequence readers may see (`read`, `last_sequence`, `subscribe`).
 //!   It runs ahead of `committed` for ordinary events (unless the store shows events only
-//!   once committed), but never past an uncommitted `turn.ended` or `session.ended` (see
-//!   [`super::batched`]).
+//!   once committed), but never past an uncommitted `session.started`, `turn.ended` or
+//!   `session.ended` (see [`super::batched`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
