@@ -38,7 +38,7 @@ use super::launcher::{AgentKind, Launcher};
 use super::process::{AgentProcess, SpawnError, SpawnSpec};
 use crate::sync::LockExt;
 
-/// An agent process started for a turn and not yet handed it (see [`Launcher::start`]).
+/// An agent process started for a turn and not yet handed it (see [`AgentHost::start`]).
 pub struct StartedAgent {
     process: AgentProcess,
     /// The turn line it gets on [`StartedAgent::begin`].
