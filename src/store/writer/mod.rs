@@ -8,13 +8,13 @@
 //! *degraded*: that batch and everything queued after it are refused (the events' sequences
 //! are free again: the next append of each session starts after its last committed event, see
 //! [`Writer::epoch`]), later appends are refused at once, session records are kept aside and
-//! written on recovery, and the thread probes the database every [`PROBE_INTERVAL`]. Once a
-//! probe commits, the store is healthy again. [`Writer::health`] says which it is. Only a
+//! written on recovery, and the thread probes the database every second (`failure.rs`). Once
+//! a probe commits, the store is healthy again. [`Writer::health`] says which it is. Only a
 //! writer thread that died (a panic) fails the store for good.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -23,6 +23,9 @@ use super::outbox::{now_ms, NewOutboxRow, OutboxRoutes};
 use super::tail::SessionLog;
 use super::{SessionRecord, StoreError, StoredEvent};
 use crate::sync::{unpoisoned, LockExt};
+
+mod failure;
+use failure::{commit_with_retries, degraded, refuse};
 
 /// The most operations one transaction takes.
 const MAX_BATCH_OPS: usize = 1024;
@@ -33,17 +36,6 @@ const MAX_BATCH_EVENTS: usize = 1024;
 /// visible), instead of a commit each, which under many sessions' steady trickle of events
 /// cost more than everything else. A write somebody waits for ends the pause at once.
 const GROUP_COMMIT: Duration = Duration::from_millis(1);
-/// Pauses before retrying a failed batch (about 7 s in all), then the store fails.
-#[cfg(not(test))]
-const RETRY_DELAYS_MS: &[u64] = &[50, 200, 1000, 2000, 4000];
-#[cfg(test)]
-const RETRY_DELAYS_MS: &[u64] = &[1, 1];
-
-/// How often a degraded store tries the database again.
-#[cfg(not(test))]
-const PROBE_INTERVAL: Duration = Duration::from_secs(1);
-#[cfg(test)]
-const PROBE_INTERVAL: Duration = Duration::from_millis(20);
 
 /// One write of a batch, as the database sees it.
 pub(crate) enum Write<'a> {
@@ -497,64 +489,6 @@ fn committed(mut ops: Vec<Op>, flags: Vec<bool>, overfull: &mut Vec<Arc<SessionL
 /// Refuses ops that will not be written: their callers hear `why`; session records are kept
 /// in `deferred` (the newest per session) to be written on recovery. (The caller releases
 /// their events from the queue's count.)
-fn refuse(ops: Vec<Op>, deferred: &mut HashMap<String, SessionRecord>, why: &str) {
-    let error = StoreError::Unavailable(why.to_owned());
-    for op in ops {
-        match op {
-            Op::Put { record } => {
-                deferred.insert(record.session_id.clone(), record);
-            }
-            other => other.complete(Err(&error)),
-        }
-    }
-}
-
-/// Serves while the database takes no writes: refuses every op (keeping session records
-/// aside), and every [`PROBE_INTERVAL`] writes the kept records (or probes) until that
-/// commits. Returns false when the store was dropped meanwhile.
-fn degraded(
-    backend: &mut dyn BatchWriter,
-    rx: &Receiver<Op>,
-    shared: &Shared,
-    mut deferred: HashMap<String, SessionRecord>,
-) -> bool {
-    let why = shared.failure().unwrap_or_default();
-    let mut next_probe = Instant::now() + PROBE_INTERVAL;
-    loop {
-        let wait = next_probe.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(wait) {
-            Ok(op) => {
-                let events = op.event_count();
-                refuse(vec![op], &mut deferred, &why);
-                shared.release(events);
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                // Healthy again only once a write of real data commits (the probe), then the
-                // kept records.
-                let records: Vec<&SessionRecord> = deferred.values().collect();
-                let result = backend.probe().and_then(|()| {
-                    if records.is_empty() {
-                        return Ok(());
-                    }
-                    let writes: Vec<Write<'_>> = records.iter().map(|r| Write::Put(r)).collect();
-                    backend.commit(&writes).map(|_| ())
-                });
-                match result {
-                    Ok(()) => {
-                        shared.recover();
-                        return true;
-                    }
-                    Err(error) => {
-                        tracing::debug!(%error, "the event log still cannot be written");
-                        next_probe = Instant::now() + PROBE_INTERVAL;
-                    }
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => return false,
-        }
-    }
-}
-
 /// The next queued op, waiting for one if none is. Before waiting (nothing to commit), trims
 /// the tails that were overfull at a commit. `None` once the store is dropped and the queue
 /// drained.
@@ -586,31 +520,4 @@ fn outbox_rows(routes: &OutboxRoutes, ops: &[Op]) -> Vec<NewOutboxRow> {
         }
     }
     rows
-}
-
-fn commit_with_retries(
-    backend: &mut dyn BatchWriter,
-    ops: &[Op],
-    outbox: &[NewOutboxRow],
-) -> Result<Vec<bool>, StoreError> {
-    let mut writes: Vec<Write<'_>> = ops.iter().filter_map(Op::write).collect();
-    if !outbox.is_empty() {
-        writes.push(Write::Outbox(outbox));
-    }
-    if writes.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut delays = RETRY_DELAYS_MS.iter();
-    loop {
-        match backend.commit(&writes) {
-            Ok(flags) => return Ok(flags),
-            Err(error) => match delays.next() {
-                Some(&ms) => {
-                    tracing::warn!(%error, retry_in_ms = ms, "committing to the event log failed");
-                    std::thread::sleep(Duration::from_millis(ms));
-                }
-                None => return Err(error),
-            },
-        }
-    }
 }
