@@ -109,7 +109,7 @@ impl LineIntake {
 /// so it is JSON), or says why it is not one, with the raw form and the line's bytes.
 #[allow(clippy::type_complexity)]
 fn parse_line(line: Vec<u8>) -> Result<(PrintModeEvent, RawLine), (String, RawLine, Vec<u8>)> {
-    let mut text = match String::from_utf8(line) {
+    let text = match String::from_utf8(line) {
         Ok(text) => text,
         Err(e) => {
             let raw = RawLine::Text(String::from_utf8_lossy(e.as_bytes()).into_owned());
@@ -120,19 +120,16 @@ fn parse_line(line: Vec<u8>) -> Result<(PrintModeEvent, RawLine), (String, RawLi
             ));
         }
     };
-    let bytes = text.len();
-    text.truncate(text.trim_end_matches('\r').len());
-    match PrintModeEvent::parse(&text) {
+    let trimmed = text.trim_end_matches('\r');
+    match PrintModeEvent::parse(trimmed) {
+        // The raw form leaves out the space around the value, a trailing `\r` included.
         Ok(event) => Ok((event, RawLine::parsed(text))),
         Err(err) => {
             let raw = match err {
-                ParseError::NotJson(_) => RawLine::Text(text.clone()),
-                _ => RawLine::json_or_text(text.clone()),
+                ParseError::NotJson(_) => RawLine::Text(trimmed.to_owned()),
+                _ => RawLine::json_or_text(trimmed.to_owned()),
             };
-            let mut line = text.into_bytes();
-            // The bytes as read (a trimmed `\r` is hashed too).
-            line.resize(bytes, b'\r');
-            Err((err.to_string(), raw, line))
+            Err((err.to_string(), raw, text.into_bytes()))
         }
     }
 }
