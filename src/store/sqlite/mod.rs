@@ -36,6 +36,10 @@ use shared::SqliteShared;
 
 /// The page size of a new database.
 const PAGE_SIZE: u32 = 16 * 1024;
+/// The most bytes of WAL file kept once the WAL starts over (SQLite's `journal_size_limit`):
+/// above what a catch-up lets it grow to (`checkpoint`), so a file of that size is reused,
+/// never cut and grown again.
+const WAL_KEPT: usize = 32 << 20;
 /// Read connections kept open between reads.
 const IDLE_READERS: usize = 4;
 /// How long a connection waits for a lock held by another connection.
@@ -139,10 +143,12 @@ fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     }
     // Checkpoints run on a thread of their own (see `checkpoint`). The writer appends at
     // the end of each session's range: it needs the upper pages of two B-trees cached, not
-    // SQLite's default 2 MiB.
-    conn.execute_batch(
-        "PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=-512;",
-    )
+    // SQLite's default 2 MiB. A WAL that grew large once (a reader held it, or an older
+    // build's flood) is cut back to `WAL_KEPT` when it next starts over.
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=-512; \
+         PRAGMA journal_size_limit={WAL_KEPT};"
+    ))
     .map_err(|e| open_error(path, e))?;
     migrate(&conn).map_err(|e| open_error(path, e))?;
     Ok(conn)
@@ -234,6 +240,7 @@ impl BatchWriter for SqliteWriter {
     }
 
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
+        self.checkpointer.let_catch_up();
         self.set_sync(batch)?;
         let tx = self
             .conn
