@@ -1,5 +1,5 @@
-//! WAL checkpoints on a thread of their own, so the writer never waits for one, except
-//! briefly when the WAL would otherwise grow without end.
+//! WAL checkpoints on a thread of their own, so the writer never waits for one, except for a
+//! short one of its own when the WAL would otherwise grow without end.
 //!
 //! A checkpoint copies the WAL back into the database file and syncs both. SQLite's automatic
 //! checkpoint runs inside the commit that crosses its threshold: the writer then stood still
@@ -11,17 +11,17 @@
 //! after a checkpoint copied *all* of it. While events keep coming (a flood, or many sessions
 //! at once), the writer commits during every checkpoint, none of them copies everything, and
 //! the WAL only grows: a flood of 1,000,000 events left a 444 MB WAL beside a 350 MB database
-//! (measured), on disk for good, and every frame appended to a growing file costs the kernel
-//! about twice what overwriting one does (block allocation). So once a checkpoint finds the WAL
-//! past [`CATCH_UP_AT`], the writer waits before its next
-//! transaction ([`Checkpointer::let_catch_up`]) while this thread copies the rest (a few
-//! milliseconds: most of it was copied already); that transaction then starts the WAL over.
-//! When it cannot (a reader still reads an old snapshot, another process writes), the writer
-//! goes on and the next try waits until the WAL has grown by [`CATCH_UP_AT`] again.
+//! (measured), on disk for good, every frame appended to a growing file. So once a checkpoint
+//! of this thread finds the WAL past [`CATCH_UP_AT`], the writer, before its next transaction,
+//! checkpoints what was committed during that one ([`Checkpointer::catch_up`]: the copy of a
+//! few MiB and two fsyncs, on its own thread, so no wake-up of another thread on a busy
+//! machine is added to it; this thread waits meanwhile), and that transaction starts the WAL
+//! over. When it cannot (a reader still reads an old snapshot, another process writes or
+//! checkpoints), the writer goes on; the next try waits until the WAL has grown by
+//! [`CATCH_UP_AT`] again, or until a checkpoint copies all it sees.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use rusqlite::Connection;
 
@@ -31,48 +31,29 @@ use crate::sync::{unpoisoned, LockExt};
 /// Bytes committed between checkpoints (SQLite's own default is 1000 pages, about 4 MiB).
 const THRESHOLD: usize = 4 << 20;
 
-/// WAL size from which the writer lets a checkpoint catch up (see the module's doc).
-const CATCH_UP_AT: usize = 4 * THRESHOLD;
-
-/// The longest the writer waits for a catch-up: past it (a checkpoint slowed by a busy disk),
-/// it writes on beside the checkpoint, as it does without one.
-const CATCH_UP_WAIT: Duration = Duration::from_millis(500);
-
-/// Where the writer and this thread are with a catch-up.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-enum CatchUp {
-    #[default]
-    No,
-    /// A checkpoint could not copy a WAL past [`CATCH_UP_AT`]: the writer should wait.
-    Asked,
-    /// The writer waits until this thread has run a checkpoint.
-    WriterWaits,
-}
+/// WAL size from which the writer catches up (see the module's doc). Each catch-up holds the
+/// appends back for a moment: rare enough not to show in the latency of a steady stream.
+const CATCH_UP_AT: usize = 64 << 20;
 
 struct State {
     /// Bytes committed since the last checkpoint began.
     written: usize,
-    catch_up: CatchUp,
+    /// A checkpoint of this thread found the WAL long: the writer should catch up.
+    asked: bool,
     /// WAL frames from which a checkpoint asks for a catch-up.
     ask_at_frames: i64,
     /// WAL frames the last checkpoint found (fewer now: the WAL started over meanwhile).
     last_frames: i64,
-    /// Catch-ups the writer waited for (tests count them).
-    waits: u64,
+    /// Catch-ups the writer ran (tests count them).
+    catch_ups: u64,
     stop: bool,
 }
 
 struct Shared {
     state: Mutex<State>,
-    /// Wakes this thread: enough written, a writer waiting, or stop.
     wake: Condvar,
-    /// Wakes the writer waiting for a catch-up.
-    caught_up: Condvar,
-    /// [`CATCH_UP_AT`] in frames of this database's page size.
+    /// [`CATCH_UP_AT`] (smaller in tests) in frames of this database's page size.
     catch_up_frames: i64,
-    /// [`CATCH_UP_WAIT`] (longer in tests, whose debug-built checkpoints on a loaded machine
-    /// can take longer).
-    catch_up_wait: Duration,
 }
 
 /// The checkpoint thread; dropping it stops the thread (the last connection to close then
@@ -85,27 +66,25 @@ pub(super) struct Checkpointer {
 impl Checkpointer {
     /// Starts the thread around a connection to the database.
     pub fn spawn(conn: Connection) -> Result<Self, StoreError> {
-        Self::spawn_with(conn, CATCH_UP_WAIT)
+        Self::spawn_with(conn, CATCH_UP_AT)
     }
 
-    fn spawn_with(conn: Connection, catch_up_wait: Duration) -> Result<Self, StoreError> {
+    fn spawn_with(conn: Connection, catch_up_at: usize) -> Result<Self, StoreError> {
         let page_size: i64 = conn
             .query_row("PRAGMA page_size", [], |r| r.get(0))
             .map_err(|e| StoreError::Backend(format!("SQLite: {e}")))?;
-        let catch_up_frames = CATCH_UP_AT as i64 / page_size.max(512);
+        let catch_up_frames = catch_up_at as i64 / page_size.max(512);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 written: 0,
-                catch_up: CatchUp::No,
+                asked: false,
                 ask_at_frames: catch_up_frames,
                 last_frames: 0,
-                waits: 0,
+                catch_ups: 0,
                 stop: false,
             }),
             wake: Condvar::new(),
-            caught_up: Condvar::new(),
             catch_up_frames,
-            catch_up_wait,
         });
         let thread = std::thread::Builder::new()
             .name("codebuffd-sqlite-checkpoint".into())
@@ -130,30 +109,30 @@ impl Checkpointer {
         }
     }
 
-    /// Called by the writer before each transaction: when a checkpoint asked for it, waits
-    /// (at most [`CATCH_UP_WAIT`]) while this thread copies what is left of the WAL, so that
-    /// the transaction starts the WAL over. Returns at once otherwise.
-    pub fn let_catch_up(&self) {
-        let mut state = self.shared.state.lock_unpoisoned();
-        if state.catch_up != CatchUp::Asked {
-            return;
+    /// Called by the writer before each transaction, on its connection `conn`: when a
+    /// checkpoint asked for it, checkpoints what is left of the WAL, so that the transaction
+    /// starts the WAL over. Returns at once otherwise.
+    pub fn catch_up(&self, conn: &Connection) {
+        {
+            let mut state = self.shared.state.lock_unpoisoned();
+            if !state.asked {
+                return;
+            }
+            state.asked = false;
+            state.catch_ups += 1;
         }
-        state.catch_up = CatchUp::WriterWaits;
-        state.waits += 1;
-        self.shared.wake.notify_one();
         let started = std::time::Instant::now();
-        let (mut state, _) = unpoisoned(self.shared.caught_up.wait_timeout_while(
-            state,
-            self.shared.catch_up_wait,
-            |s| s.catch_up == CatchUp::WriterWaits && !s.stop,
-        ));
-        let waited = started.elapsed();
-        if state.catch_up == CatchUp::WriterWaits {
-            // Too slow: write on; the checkpoint under way goes on beside the writer.
-            state.catch_up = CatchUp::No;
-            tracing::debug!(?waited, "the WAL's checkpoint did not catch up in time");
-        } else {
-            tracing::debug!(?waited, "the WAL's checkpoint caught up");
+        let result = checkpoint(conn);
+        let mut state = self.shared.state.lock_unpoisoned();
+        self.shared.wake.notify_one();
+        match result {
+            // Another process's checkpoint runs: try again at the next transaction.
+            Ok((-1, _)) => state.asked = true,
+            Ok((frames, copied)) => {
+                after_checkpoint(&mut state, &self.shared, frames, copied, true);
+                tracing::debug!(frames, copied, took = ?started.elapsed(), "the WAL caught up");
+            }
+            Err(error) => tracing::warn!(%error, "checkpointing the SQLite WAL failed"),
         }
     }
 }
@@ -162,66 +141,53 @@ impl Drop for Checkpointer {
     fn drop(&mut self) {
         self.shared.state.lock_unpoisoned().stop = true;
         self.shared.wake.notify_one();
-        self.shared.caught_up.notify_all();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
 }
 
+/// A passive checkpoint: (frames in the WAL, frames copied), both -1 when another
+/// checkpoint runs.
+fn checkpoint(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((r.get(1)?, r.get(2)?))
+    })
+}
+
 fn run(conn: &Connection, shared: &Shared) {
     loop {
-        let catching_up = {
+        {
             let mut state = shared.state.lock_unpoisoned();
-            while !state.stop && state.written < THRESHOLD && state.catch_up != CatchUp::WriterWaits
-            {
+            // While the writer is to catch up, it checkpoints: one of this thread's would hold
+            // the lock it needs (a flood keeps this thread checkpointing back to back).
+            while !state.stop && (state.written < THRESHOLD || state.asked) {
                 state = unpoisoned(shared.wake.wait(state));
             }
             if state.stop {
                 return;
             }
             state.written = 0;
-            state.catch_up == CatchUp::WriterWaits
-        };
-        // (busy, frames in the WAL, frames copied); a busy or partial checkpoint is simply
-        // taken up again by the next one.
-        let result = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-        });
-        let mut state = shared.state.lock_unpoisoned();
-        match result {
-            Ok((frames, copied)) => {
-                after_checkpoint(&mut state, shared, frames, copied, catching_up)
-            }
-            Err(error) => {
-                tracing::warn!(%error, "checkpointing the SQLite WAL failed");
-                if catching_up {
-                    state.catch_up = CatchUp::No;
-                }
-            }
         }
-        if catching_up {
-            shared.caught_up.notify_all();
+        // A busy or partial checkpoint is simply taken up again by the next one.
+        match checkpoint(conn) {
+            Ok((frames, copied)) => {
+                let mut state = shared.state.lock_unpoisoned();
+                after_checkpoint(&mut state, shared, frames, copied, false);
+            }
+            Err(error) => tracing::warn!(%error, "checkpointing the SQLite WAL failed"),
         }
     }
 }
 
 /// What a checkpoint that found `frames` frames in the WAL and copied `copied` of them means
-/// for catching up (see the module's doc). The WAL's length, not whether the checkpoint copied
-/// all it saw, says whether the WAL has started over lately: the writer commits while a
-/// checkpoint runs, so one that copies all of its snapshot still leaves newer frames behind.
-fn after_checkpoint(
-    state: &mut State,
-    shared: &Shared,
-    frames: i64,
-    copied: i64,
-    catching_up: bool,
-) {
+/// for catching up (see the module's doc); `caught_up` for the writer's own. The WAL's length,
+/// not whether the checkpoint copied all it saw, says whether the WAL has started over lately:
+/// the writer commits while this thread's checkpoint runs, so one that copies all of its
+/// snapshot still leaves newer frames behind.
+fn after_checkpoint(state: &mut State, shared: &Shared, frames: i64, copied: i64, caught_up: bool) {
     if frames < 0 {
         // Busy: another process's checkpoint runs; it copies for this one.
-        if catching_up {
-            state.catch_up = CatchUp::No;
-        }
         return;
     }
     if frames < state.last_frames {
@@ -229,25 +195,18 @@ fn after_checkpoint(
         state.ask_at_frames = shared.catch_up_frames;
     }
     state.last_frames = frames;
-    if catching_up {
-        state.catch_up = CatchUp::No;
+    if caught_up {
         // If the next transaction cannot start the WAL over (a reader holds it, another
         // process wrote first), the next try waits until it has grown as much again, or
         // until a checkpoint copies all it sees.
         state.ask_at_frames = frames.saturating_add(shared.catch_up_frames);
-        tracing::debug!(frames, copied, "catch-up checkpoint");
     } else if frames >= shared.catch_up_frames
         && (copied >= frames || frames >= state.ask_at_frames)
-        && state.catch_up == CatchUp::No
     {
         // Past the size, and either nobody holds the WAL (this checkpoint copied all it saw:
         // a catch-up will very likely start it over) or it is time to try again anyway.
-        tracing::debug!(
-            frames,
-            copied,
-            "the WAL grows: asking the writer to let it catch up"
-        );
-        state.catch_up = CatchUp::Asked;
+        tracing::debug!(frames, copied, "the WAL grows: the writer is to catch up");
+        state.asked = true;
     }
 }
 
@@ -316,11 +275,9 @@ mod tests {
                  PRAGMA journal_size_limit=0; CREATE TABLE t (x BLOB);",
             )
             .unwrap();
-        // The writer waits for each catch-up however slow a loaded machine makes it: what is
-        // tested is when it asks, not how fast a debug build copies.
+        // Catching up from 16 MiB keeps the tests' writes small.
         let checkpointer =
-            Checkpointer::spawn_with(Connection::open(&path).unwrap(), Duration::from_secs(60))
-                .unwrap();
+            Checkpointer::spawn_with(Connection::open(&path).unwrap(), TEST_CATCH_UP_AT).unwrap();
         (dir, writer, checkpointer)
     }
 
@@ -335,7 +292,7 @@ mod tests {
         let blob = vec![7u8; 64 * 1024];
         let mut longest = 0;
         for _ in 0..mib * 16 {
-            checkpointer.let_catch_up();
+            checkpointer.catch_up(writer);
             writer
                 .execute("INSERT INTO t VALUES (?1)", [&blob])
                 .unwrap();
@@ -349,7 +306,9 @@ mod tests {
         std::fs::metadata(dir.join("t.db-wal")).unwrap().len()
     }
 
-    /// What the WAL may reach with catching up: [`CATCH_UP_AT`], the threshold's granularity,
+    const TEST_CATCH_UP_AT: usize = 16 << 20;
+
+    /// What the WAL may reach with catching up at 16 MiB: that, the threshold's granularity,
     /// and what the writer adds while a (debug-built, loaded) checkpoint runs; well under the
     /// 106 MiB that 96 MiB of rows make without.
     const BOUND: u64 = 64 << 20;
@@ -384,12 +343,12 @@ mod tests {
             held > 56 << 20,
             "the WAL was started over under a reader: {held}"
         );
-        // A failed catch-up is tried again only once the WAL grew by CATCH_UP_AT: the writer
-        // waited about every 16 MiB, not before each of its 896 transactions.
-        let waits = checkpointer.shared.state.lock_unpoisoned().waits;
+        // A failed catch-up is tried again only once the WAL grew by 16 MiB again: the writer
+        // caught up about every 16 MiB, not before each of its 896 transactions.
+        let catch_ups = checkpointer.shared.state.lock_unpoisoned().catch_ups;
         assert!(
-            (1..=4).contains(&waits),
-            "{waits} catch-ups beside a held WAL"
+            (1..=4).contains(&catch_ups),
+            "{catch_ups} catch-ups beside a held WAL"
         );
         // Once the reader lets go, the WAL starts over (and its file is cut back) as soon as
         // a checkpoint copies all the WAL holds, without waiting for the next 16 MiB.

@@ -39,7 +39,7 @@ const PAGE_SIZE: u32 = 16 * 1024;
 /// The most bytes of WAL file kept once the WAL starts over (SQLite's `journal_size_limit`):
 /// above what a catch-up lets it grow to (`checkpoint`), so a file of that size is reused,
 /// never cut and grown again.
-const WAL_KEPT: usize = 32 << 20;
+const WAL_KEPT: usize = 96 << 20;
 /// Read connections kept open between reads.
 const IDLE_READERS: usize = 4;
 /// How long a connection waits for a lock held by another connection.
@@ -240,7 +240,7 @@ impl BatchWriter for SqliteWriter {
     }
 
     fn commit(&mut self, batch: &[Write<'_>]) -> Result<Vec<bool>, StoreError> {
-        self.checkpointer.let_catch_up();
+        self.checkpointer.catch_up(&self.conn);
         self.set_sync(batch)?;
         let tx = self
             .conn
