@@ -223,8 +223,9 @@ mod tests {
 
     #[test]
     fn the_thread_checkpoints_once_enough_was_committed() {
-        let dir = std::env::temp_dir().join(format!("codebuffd-ckpt-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir =
+            ScratchDir(std::env::temp_dir().join(format!("codebuffd-ckpt-{}", std::process::id())));
+        std::fs::create_dir_all(&*dir).unwrap();
         let path = dir.join("t.db");
         let writer = Connection::open(&path).unwrap();
         writer
@@ -258,15 +259,33 @@ mod tests {
         let (frames, copied) = wal_frames(&writer);
         assert_eq!(frames, copied);
         drop((writer, probe));
-        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A scratch directory, removed when dropped: also when a test fails.
+    struct ScratchDir(std::path::PathBuf);
+
+    impl std::ops::Deref for ScratchDir {
+        type Target = std::path::Path;
+        fn deref(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for ScratchDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     /// A database with a checkpoint thread, as the store opens it (WAL, no automatic
     /// checkpoints; the WAL file cut back whenever it starts over, so its length shows when).
-    fn scratch(tag: &str) -> (std::path::PathBuf, Connection, Checkpointer) {
-        let dir = std::env::temp_dir().join(format!("codebuffd-ckpt-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+    /// Bound as `let (dir, writer, checkpointer)`, the directory goes last.
+    fn scratch(tag: &str) -> (ScratchDir, Connection, Checkpointer) {
+        let dir = ScratchDir(
+            std::env::temp_dir().join(format!("codebuffd-ckpt-{tag}-{}", std::process::id())),
+        );
+        let _ = std::fs::remove_dir_all(&*dir);
+        std::fs::create_dir_all(&*dir).unwrap();
         let path = dir.join("t.db");
         let writer = Connection::open(&path).unwrap();
         writer
@@ -324,7 +343,6 @@ mod tests {
             "the WAL grew to {longest} bytes while 96 MiB were written"
         );
         drop((checkpointer, writer));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -365,6 +383,5 @@ mod tests {
             "the WAL grew to {longest} bytes after the reader let go"
         );
         drop((checkpointer, writer, reader));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
