@@ -214,26 +214,10 @@ fn after_checkpoint(state: &mut State, shared: &Shared, frames: i64, copied: i64
 mod tests {
     use super::*;
 
-    fn wal_frames(conn: &Connection) -> (i64, i64) {
-        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get(1)?, r.get(2)?))
-        })
-        .unwrap()
-    }
-
     #[test]
     fn the_thread_checkpoints_once_enough_was_committed() {
-        let dir =
-            ScratchDir(std::env::temp_dir().join(format!("codebuffd-ckpt-{}", std::process::id())));
-        std::fs::create_dir_all(&*dir).unwrap();
+        let (dir, writer, checkpointer) = scratch("threshold");
         let path = dir.join("t.db");
-        let writer = Connection::open(&path).unwrap();
-        writer
-            .execute_batch(
-                "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; CREATE TABLE t (x BLOB);",
-            )
-            .unwrap();
-        let checkpointer = Checkpointer::spawn(Connection::open(&path).unwrap()).unwrap();
         let blob = vec![7u8; 64 * 1024];
         for _ in 0..80 {
             writer
@@ -256,7 +240,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         drop(checkpointer);
-        let (frames, copied) = wal_frames(&writer);
+        let (frames, copied) = checkpoint(&writer).unwrap();
         assert_eq!(frames, copied);
         drop((writer, probe));
     }
