@@ -119,11 +119,11 @@ fn draft(n: u64) -> EventDraft {
         r#"{{"type":"text","agentId":"main-agent-{n}","text":"Some streamed output of the agent, a sentence or so long, number {n}."}}"#
     );
     EventDraft::from_agent(
-        EventData::Error(ErrorData {
+        EventData::Error(Box::new(ErrorData {
             message: format!("streamed text chunk {n} of a reply"),
             code: None,
             details: None,
-        }),
+        })),
         Some(Arc::new(RawLine::Json(raw))),
     )
 }
@@ -171,11 +171,13 @@ fn turn_end(kind: &str) {
         append(
             &*store,
             &id,
-            vec![EventDraft::synthetic(EventData::TurnEnded(TurnData {
-                phase: TurnPhase::Ended,
-                turn_id: None,
-                metadata: None,
-            }))],
+            vec![EventDraft::synthetic(EventData::TurnEnded(Box::new(
+                TurnData {
+                    phase: TurnPhase::Ended,
+                    turn_id: None,
+                    metadata: None,
+                },
+            )))],
         );
         times.push(started.elapsed());
     }

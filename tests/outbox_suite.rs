@@ -103,7 +103,7 @@ fn unique(name: &str) -> String {
 }
 
 fn turn_ended(credits: f64) -> EventDraft {
-    EventDraft::synthetic(EventData::TurnEnded(TurnData {
+    EventDraft::synthetic(EventData::TurnEnded(Box::new(TurnData {
         phase: TurnPhase::Ended,
         turn_id: Some("turn_1".into()),
         metadata: Some(TurnMetadata {
@@ -118,15 +118,15 @@ fn turn_ended(credits: f64) -> EventDraft {
             message: None,
             stderr_tail: None,
         }),
-    }))
+    })))
 }
 
 fn error(n: u64) -> EventDraft {
-    EventDraft::synthetic(EventData::Error(ErrorData {
+    EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
         message: format!("event {n}"),
         code: None,
         details: None,
-    }))
+    })))
 }
 
 /// A session with `turns` turn ends among other events, its turn ends routed to `endpoint`.

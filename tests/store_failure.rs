@@ -715,11 +715,11 @@ async fn a_live_follower_is_told_when_the_store_cannot_be_written_and_goes_on_af
     // Once the store writes again, the first follower goes on from where it was.
     store.set_failing(false);
     let mut drafts = vec![EventDraft::synthetic(
-        codebuffd::universal::EventData::Error(codebuffd::universal::ErrorData {
+        codebuffd::universal::EventData::Error(Box::new(codebuffd::universal::ErrorData {
             message: "after".into(),
             code: None,
             details: None,
-        }),
+        })),
     )];
     store
         .append("s", &mut drafts, "2026-01-01T00:00:00Z".into(), None)

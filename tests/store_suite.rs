@@ -158,14 +158,14 @@ suite!(
 // Helpers (the shared ones are in `support/store.rs`).
 
 fn session_ended() -> EventDraft {
-    EventDraft::synthetic(EventData::SessionEnded(SessionEndedData {
+    EventDraft::synthetic(EventData::SessionEnded(Box::new(SessionEndedData {
         reason: SessionEndReason::Terminated,
         terminated_by: TerminatedBy::Daemon,
         message: None,
         exit_code: None,
         stderr: None,
         cost: Cost::default(),
-    }))
+    })))
 }
 
 /// Every event of a session with raw, read in pages of `page`.

@@ -194,7 +194,7 @@ impl Projector {
                         .calls
                         .get(&q.question_id)
                         .and_then(|c| c.acp_id.clone()),
-                    question: q.clone(),
+                    question: QuestionData::clone(q),
                 });
             }
             EventData::QuestionResolved(q) => {
@@ -210,7 +210,7 @@ impl Projector {
                     tool_call_id: call
                         .and_then(|c| self.calls.get(c))
                         .and_then(|c| c.acp_id.clone()),
-                    request: p.clone(),
+                    request: PermissionData::clone(p),
                 });
             }
             EventData::PermissionResolved(p) => {
@@ -611,7 +611,7 @@ mod tests {
     }
 
     fn turn_ended(status: TurnStatus, credits: f64) -> EventData {
-        EventData::TurnEnded(TurnData {
+        EventData::TurnEnded(Box::new(TurnData {
             phase: TurnPhase::Ended,
             turn_id: Some("turn_1".into()),
             metadata: Some(TurnMetadata {
@@ -626,7 +626,7 @@ mod tests {
                 message: None,
                 stderr_tail: None,
             }),
-        })
+        }))
     }
 
     fn call_item(
@@ -1001,7 +1001,7 @@ mod tests {
     #[test]
     fn questions_are_asked_live_only_with_their_tool_call() {
         let ask = call_item("itm_4", "ask_user", json!({"questions":[]}), "q1", vec![]);
-        let question = EventData::QuestionRequested(QuestionData {
+        let question = EventData::QuestionRequested(Box::new(QuestionData {
             question_id: "q1".into(),
             prompt: "Which?".into(),
             options: vec![],
@@ -1009,7 +1009,7 @@ mod tests {
             status: QuestionStatus::Requested,
             questions: vec![],
             answers: None,
-        });
+        }));
         let mut out = Vec::new();
         let mut live = projector(false);
         live.apply(&started(ask.clone()), &mut out);
@@ -1027,11 +1027,11 @@ mod tests {
 
     #[test]
     fn errors_are_notices_when_the_client_shows_them() {
-        let error = EventData::Error(ErrorData {
+        let error = EventData::Error(Box::new(ErrorData {
             message: "overloaded".into(),
             code: Some("provider-error".into()),
             details: None,
-        });
+        }));
         let updates = run(&mut projector(false), std::slice::from_ref(&error));
         assert_eq!(
             updates,

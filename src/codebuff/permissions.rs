@@ -197,12 +197,13 @@ impl PermissionBook {
             let draft = resolved(&request, reply, DecidedBy::Policy, Some(reason));
             return (draft, Some(reply_line(&id, reply, Some(reason))));
         }
-        let draft = EventDraft::synthetic(EventData::PermissionRequested(PermissionData {
-            permission_id: request.request_id.clone(),
-            action: request.tool_name.clone(),
-            status: PermissionStatus::Requested,
-            metadata: Some(Value::Object(request.metadata())),
-        }));
+        let draft =
+            EventDraft::synthetic(EventData::PermissionRequested(Box::new(PermissionData {
+                permission_id: request.request_id.clone(),
+                action: request.tool_name.clone(),
+                status: PermissionStatus::Requested,
+                metadata: Some(Value::Object(request.metadata())),
+            })));
         self.open.insert(request.request_id.clone(), request);
         (draft, None)
     }
@@ -264,12 +265,12 @@ fn resolved(
     if let Some(reason) = reason {
         metadata.insert("reason".into(), json!(reason));
     }
-    EventDraft::synthetic(EventData::PermissionResolved(PermissionData {
+    EventDraft::synthetic(EventData::PermissionResolved(Box::new(PermissionData {
         permission_id: request.request_id.clone(),
         action: request.tool_name.clone(),
         status: reply.status(),
         metadata: Some(Value::Object(metadata)),
-    }))
+    })))
 }
 
 /// The `permission_reply` line for the agent's stdin.

@@ -131,7 +131,7 @@ impl QuestionBook {
             .and_then(|a| a.first())
             .map(|first| first.join(", "));
         data.answers = answers;
-        EventDraft::synthetic(EventData::QuestionResolved(data))
+        EventDraft::synthetic(EventData::QuestionResolved(Box::new(data)))
     }
 }
 

@@ -28,6 +28,9 @@ use crate::universal::{
     format_time, EventData, EventDraft, SessionEndReason, SessionEndedData, TerminatedBy,
 };
 
+/// The drafts a session keeps room for between turns (a turn's batches grow it to hundreds).
+const IDLE_DRAFTS: usize = 8;
+
 /// Where an actor's session comes from.
 #[derive(Debug)]
 pub(crate) enum Origin {
@@ -138,6 +141,9 @@ impl Actor {
             if self.ended().is_none() {
                 if let Some(next) = self.queue.pop() {
                     self.run_turn(next).await;
+                    // A turn's batches grew the drafts to hundreds; a session between turns
+                    // needs room for a few (many idle sessions would each keep ~100 KiB).
+                    self.drafts.shrink_to(IDLE_DRAFTS);
                     continue;
                 }
             }
@@ -416,7 +422,7 @@ impl Actor {
         }
         self.reject_stale_questions();
         self.drafts
-            .push(EventDraft::synthetic(EventData::SessionEnded(
+            .push(EventDraft::synthetic(EventData::SessionEnded(Box::new(
                 SessionEndedData {
                     reason: SessionEndReason::Terminated,
                     terminated_by: TerminatedBy::Daemon,
@@ -425,7 +431,7 @@ impl Actor {
                     stderr: None,
                     cost: self.converter.session_cost(),
                 },
-            )));
+            ))));
         // A log that refuses it gets it on resynchronisation.
         self.flush().await;
         self.mark_terminated();

@@ -63,7 +63,7 @@ impl Actor {
                 self.store_failure.clone().unwrap_or_default(),
             ));
         }
-        Ok((question, line))
+        Ok((*question, line))
     }
 
     /// Drafts `question.resolved` (rejected) for every question still pending from a run that

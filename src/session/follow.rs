@@ -250,11 +250,11 @@ mod tests {
         let mut drafts = vec![
             delta("plain 1:23;"),
             delta("quote \" and\nline é"),
-            EventDraft::synthetic(EventData::Error(crate::universal::ErrorData {
+            EventDraft::synthetic(EventData::Error(Box::new(crate::universal::ErrorData {
                 message: "m".into(),
                 code: None,
                 details: None,
-            })),
+            }))),
         ];
         store.append("s", &mut drafts, "t".into(), None).unwrap();
         let events = store.read("s", 0, 10).unwrap();

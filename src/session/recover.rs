@@ -85,7 +85,7 @@ impl Actor {
                 EndState::Error(m) => (SessionEndReason::Error, TerminatedBy::Agent, Some(m)),
             };
             self.drafts
-                .push(EventDraft::synthetic(EventData::SessionEnded(
+                .push(EventDraft::synthetic(EventData::SessionEnded(Box::new(
                     SessionEndedData {
                         reason,
                         terminated_by,
@@ -94,7 +94,7 @@ impl Actor {
                         stderr: None,
                         cost: self.converter.session_cost(),
                     },
-                )));
+                ))));
         }
         super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
         if !self.flush().await {

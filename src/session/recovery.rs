@@ -97,7 +97,7 @@ impl LogSummary {
             }
             EventData::QuestionRequested(q) => {
                 self.pending_questions
-                    .insert(q.question_id.clone(), q.clone());
+                    .insert(q.question_id.clone(), QuestionData::clone(q));
             }
             EventData::QuestionResolved(q) => {
                 self.pending_questions.remove(&q.question_id);
@@ -105,7 +105,7 @@ impl LogSummary {
             }
             EventData::PermissionRequested(p) => {
                 self.pending_permissions
-                    .insert(p.permission_id.clone(), p.clone());
+                    .insert(p.permission_id.clone(), PermissionData::clone(p));
             }
             EventData::PermissionResolved(p) => {
                 self.pending_permissions.remove(&p.permission_id);
@@ -149,12 +149,12 @@ impl LogSummary {
                     m.insert("decidedBy".into(), "daemon".into());
                     m.insert("reason".into(), message.into());
                 }
-                EventDraft::synthetic(EventData::PermissionResolved(PermissionData {
+                EventDraft::synthetic(EventData::PermissionResolved(Box::new(PermissionData {
                     permission_id: p.permission_id.clone(),
                     action: p.action.clone(),
                     status: PermissionStatus::Reject,
                     metadata: Some(metadata),
-                }))
+                })))
             })
             .collect();
         drafts.extend(turn.open_items.iter().map(|item| {
@@ -162,22 +162,24 @@ impl LogSummary {
             item.status = ItemStatus::Failed;
             EventDraft::synthetic(EventData::ItemCompleted(ItemEventData { item }))
         }));
-        drafts.push(EventDraft::synthetic(EventData::TurnEnded(TurnData {
-            phase: TurnPhase::Ended,
-            turn_id: turn.turn_id.clone(),
-            metadata: Some(TurnMetadata {
-                status,
-                cost: Cost::default(),
-                cost_reported: false,
-                session_cost: Some(self.cost),
-                exit_code: None,
-                signal: None,
-                agent_id: None,
-                code: code.map(str::to_owned),
-                message: Some(message.to_owned()),
-                stderr_tail: None,
-            }),
-        })));
+        drafts.push(EventDraft::synthetic(EventData::TurnEnded(Box::new(
+            TurnData {
+                phase: TurnPhase::Ended,
+                turn_id: turn.turn_id.clone(),
+                metadata: Some(TurnMetadata {
+                    status,
+                    cost: Cost::default(),
+                    cost_reported: false,
+                    session_cost: Some(self.cost),
+                    exit_code: None,
+                    signal: None,
+                    agent_id: None,
+                    code: code.map(str::to_owned),
+                    message: Some(message.to_owned()),
+                    stderr_tail: None,
+                }),
+            },
+        ))));
         drafts
     }
 }

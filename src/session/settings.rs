@@ -366,9 +366,9 @@ impl SessionSettings {
 
     /// The session's `session.started` draft (always event 1).
     pub fn started_event(&self) -> EventDraft {
-        EventDraft::synthetic(EventData::SessionStarted(SessionStartedData {
+        EventDraft::synthetic(EventData::SessionStarted(Box::new(SessionStartedData {
             metadata: self.metadata(),
-        }))
+        })))
     }
 
     /// The `session.started` metadata.

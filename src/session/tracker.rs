@@ -125,7 +125,7 @@ impl TurnTracker {
                     self.answer = Some(text);
                 }
             }
-            EventData::Error(e) => self.last_error = Some(e.clone()),
+            EventData::Error(e) => self.last_error = Some(ErrorData::clone(e)),
             EventData::TurnEnded(t) => {
                 self.end = Some(self.turn_ended(t));
                 return self.end.as_ref();
@@ -241,15 +241,15 @@ mod tests {
     }
 
     fn error(code: &str, message: &str) -> EventData {
-        EventData::Error(ErrorData {
+        EventData::Error(Box::new(ErrorData {
             message: message.into(),
             code: Some(code.into()),
             details: None,
-        })
+        }))
     }
 
     fn ended(status: TurnStatus, code: Option<&str>, message: Option<&str>) -> EventData {
-        EventData::TurnEnded(TurnData {
+        EventData::TurnEnded(Box::new(TurnData {
             phase: TurnPhase::Ended,
             turn_id: Some("turn_1".into()),
             metadata: Some(TurnMetadata {
@@ -264,7 +264,7 @@ mod tests {
                 message: message.map(Into::into),
                 stderr_tail: None,
             }),
-        })
+        }))
     }
 
     fn run(events: &[EventData]) -> TurnEnd {
@@ -332,14 +332,14 @@ mod tests {
     #[test]
     fn the_session_ending_first_ends_the_turn_by_the_sessions_reason() {
         let session = |reason, message: Option<&str>| {
-            EventData::SessionEnded(SessionEndedData {
+            EventData::SessionEnded(Box::new(SessionEndedData {
                 reason,
                 terminated_by: TerminatedBy::Daemon,
                 message: message.map(Into::into),
                 exit_code: None,
                 stderr: None,
                 cost: Cost::from_credits(7.0),
-            })
+            }))
         };
         let terminated = run(&[session(SessionEndReason::Terminated, None)]);
         assert_eq!(terminated.status, TurnStatus::Cancelled);
@@ -355,11 +355,11 @@ mod tests {
 
     #[test]
     fn a_turn_ended_without_metadata_is_interrupted() {
-        let end = run(&[EventData::TurnEnded(TurnData {
+        let end = run(&[EventData::TurnEnded(Box::new(TurnData {
             phase: TurnPhase::Ended,
             turn_id: None,
             metadata: None,
-        })]);
+        }))]);
         assert_eq!(end.status, TurnStatus::Interrupted);
         assert_eq!(end.session_cost, None);
         assert_eq!(end.reason(), "the log does not say how the turn ended");

@@ -70,11 +70,13 @@ impl Actor {
         if let Some(refused) = self.over_budget() {
             // A message queued before the budget ran out: it is not run, and the log says so.
             self.drafts
-                .push(EventDraft::synthetic(EventData::Error(ErrorData {
-                    message: format!("a queued message was not run: {refused}"),
-                    code: Some("budget_exhausted".to_owned()),
-                    details: None,
-                })));
+                .push(EventDraft::synthetic(EventData::Error(Box::new(
+                    ErrorData {
+                        message: format!("a queued message was not run: {refused}"),
+                        code: Some("budget_exhausted".to_owned()),
+                        details: None,
+                    },
+                ))));
             self.flush().await;
             if let Some(tx) = queued.started {
                 let _ = tx.send(Err(refused));
@@ -182,11 +184,13 @@ impl Actor {
         if let Some(reached) = self.over_budget() {
             // Say once, where it happened, why the session takes no more messages.
             self.drafts
-                .push(EventDraft::synthetic(EventData::Error(ErrorData {
-                    message: reached.to_string(),
-                    code: Some("budget_exhausted".to_owned()),
-                    details: None,
-                })));
+                .push(EventDraft::synthetic(EventData::Error(Box::new(
+                    ErrorData {
+                        message: reached.to_string(),
+                        code: Some("budget_exhausted".to_owned()),
+                        details: None,
+                    },
+                ))));
         }
         super::observe::turn_ended(
             &self.id,

@@ -352,11 +352,11 @@ mod tests {
     use crate::universal::{ErrorData, EventData};
 
     fn draft(message: &str) -> EventDraft {
-        EventDraft::synthetic(EventData::Error(ErrorData {
+        EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
             message: message.into(),
             code: None,
             details: None,
-        }))
+        })))
     }
 
     pub(crate) fn record(id: &str) -> SessionRecord {

@@ -184,7 +184,7 @@ async fn open_questions(t: &dyn Transport, id: &str) -> Result<Vec<QuestionData>
     let mut events = t.events(id, 0).await?;
     while let Some(event) = events.next().await.transpose()? {
         match &event.data {
-            EventData::QuestionRequested(q) => open.push(q.clone()),
+            EventData::QuestionRequested(q) => open.push(QuestionData::clone(q)),
             EventData::QuestionResolved(q) => open.retain(|o| o.question_id != q.question_id),
             _ => {}
         }

@@ -96,16 +96,16 @@ mod tests {
                 }),
                 Some(Arc::new(RawLine::Text("raw".into()))),
             ),
-            EventDraft::synthetic(EventData::TurnStarted(TurnData {
+            EventDraft::synthetic(EventData::TurnStarted(Box::new(TurnData {
                 phase: TurnPhase::Started,
                 turn_id: Some("turn_1".into()),
                 metadata: None,
-            })),
-            EventDraft::synthetic(EventData::Error(ErrorData {
+            }))),
+            EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
                 message: "boom".into(),
                 code: None,
                 details: Some(serde_json::json!({"k": [1, "two", null]})),
-            })),
+            }))),
         ];
         for (time, session, native) in [
             ("2026-01-01T00:00:00.000000Z", "ses", None),

@@ -114,16 +114,21 @@ impl Serialize for RawLine {
 }
 
 /// The type and `data` of an event: one variant per type of `docs/universal-events.md` §2.
+///
+/// The payloads of events a turn has a few of (turns, sessions, errors, permissions,
+/// questions) are boxed: an enum is as large as its largest variant, and the item events a
+/// stream is made of (88 bytes at most) paid for a 192-byte turn in every draft; a session's
+/// actor holds up to a batch of drafts at a time (`session/turn.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventData {
     /// The session was created (always event 1, always synthetic).
-    SessionStarted(SessionStartedData),
+    SessionStarted(Box<SessionStartedData>),
     /// The session is over: terminated, or the agent failed fatally.
-    SessionEnded(SessionEndedData),
+    SessionEnded(Box<SessionEndedData>),
     /// A message began a turn (synthetic, before the user item).
-    TurnStarted(TurnData),
+    TurnStarted(Box<TurnData>),
     /// The turn is over: from the agent's `finish`, or from the daemon when the run did not finish.
-    TurnEnded(TurnData),
+    TurnEnded(Box<TurnData>),
     /// An item opened (it may then get deltas).
     ItemStarted(ItemEventData),
     /// A piece of streamed content of an open item.
@@ -131,15 +136,15 @@ pub enum EventData {
     /// An item closed with its final content and status.
     ItemCompleted(ItemEventData),
     /// The agent reported an error; the turn goes on unless the run then fails.
-    Error(ErrorData),
+    Error(Box<ErrorData>),
     /// The agent asks permission to act.
-    PermissionRequested(PermissionData),
+    PermissionRequested(Box<PermissionData>),
     /// A permission request was answered.
-    PermissionResolved(PermissionData),
+    PermissionResolved(Box<PermissionData>),
     /// The agent asks the user a question (Codebuff's `ask_user`).
-    QuestionRequested(QuestionData),
+    QuestionRequested(Box<QuestionData>),
     /// A question was answered or rejected (exactly once per request).
-    QuestionResolved(QuestionData),
+    QuestionResolved(Box<QuestionData>),
     /// An agent line that could not be understood; the line is the event's `raw`.
     AgentUnparsed(AgentUnparsedData),
 }
@@ -384,5 +389,21 @@ impl<'de> Deserialize<'de> for UniversalEvent {
             data,
             raw,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_draft_is_no_larger_than_an_item_event_needs() {
+        let item = std::mem::size_of::<ItemEventData>().max(std::mem::size_of::<ItemDeltaData>());
+        // The item payload, the variant's tag, the raw line and the synthetic flag.
+        assert!(
+            std::mem::size_of::<EventDraft>() <= item + 24,
+            "an EventDraft is {} bytes, its largest item payload {item}",
+            std::mem::size_of::<EventDraft>()
+        );
     }
 }

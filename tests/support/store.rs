@@ -28,11 +28,11 @@ pub fn record(id: &str, created_at: u64) -> SessionRecord {
 
 /// An agent event with a raw line: JSON, text, or none, depending on `n`.
 pub fn draft(n: u64) -> EventDraft {
-    let data = EventData::Error(ErrorData {
+    let data = EventData::Error(Box::new(ErrorData {
         message: format!("event {n}"),
         code: None,
         details: None,
-    });
+    }));
     let raw = match n % 3 {
         0 => None,
         1 => Some(Arc::new(RawLine::Json(format!(
@@ -46,11 +46,11 @@ pub fn draft(n: u64) -> EventDraft {
 }
 
 pub fn turn_ended() -> EventDraft {
-    EventDraft::synthetic(EventData::TurnEnded(TurnData {
+    EventDraft::synthetic(EventData::TurnEnded(Box::new(TurnData {
         phase: TurnPhase::Ended,
         turn_id: Some("turn_1".into()),
         metadata: None,
-    }))
+    })))
 }
 
 /// The record of session `id` as `load_sessions` returns it.

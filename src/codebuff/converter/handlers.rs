@@ -172,7 +172,7 @@ impl CodebuffConverter {
             };
             self.questions.ask(data.clone());
             out.push(EventDraft::from_agent(
-                EventData::QuestionRequested(data),
+                EventData::QuestionRequested(Box::new(data)),
                 raw,
             ));
         }
@@ -380,7 +380,10 @@ impl CodebuffConverter {
             code: Some(code),
             details: (!details.is_empty()).then_some(Value::Object(details)),
         };
-        out.push(EventDraft::from_agent(EventData::Error(data), raw));
+        out.push(EventDraft::from_agent(
+            EventData::Error(Box::new(data)),
+            raw,
+        ));
     }
 
     /// A `cost` event: the run's running total so far; an invalid one is ignored, and said.
@@ -519,5 +522,5 @@ fn invalid_cost(event: &str, credits: f64, raw: Option<Arc<RawLine>>) -> EventDr
         code: Some("invalid_cost".to_owned()),
         details: Some(serde_json::json!({"event": event, "totalCost": credits.to_string()})),
     };
-    EventDraft::from_agent(EventData::Error(data), raw)
+    EventDraft::from_agent(EventData::Error(Box::new(data)), raw)
 }

@@ -77,11 +77,11 @@ impl Turn {
             id: Some(turn_id.clone()),
             ..Turn::default()
         };
-        let started = EventDraft::synthetic(EventData::TurnStarted(TurnData {
+        let started = EventDraft::synthetic(EventData::TurnStarted(Box::new(TurnData {
             phase: TurnPhase::Started,
             turn_id: Some(turn_id),
             metadata: None,
-        }));
+        })));
         (turn, started)
     }
 
@@ -120,11 +120,11 @@ impl Turn {
     /// The turn failed before the agent could run: the synthetic `error` with `code`.
     pub(super) fn fail_to_start(&mut self, code: &str, message: &str) -> EventDraft {
         self.last_error_code = Some(code.to_owned());
-        EventDraft::synthetic(EventData::Error(ErrorData {
+        EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
             message: message.to_owned(),
             code: Some(code.to_owned()),
             details: None,
-        }))
+        })))
     }
 
     /// The status the run's own error events suggest (`timeout`, `aborted`), else `failed`.
@@ -147,7 +147,7 @@ impl Turn {
             return Some(Ending {
                 fail_open_items: false,
                 turn_ended: EventDraft::from_agent(
-                    EventData::TurnEnded(TurnData {
+                    EventData::TurnEnded(Box::new(TurnData {
                         phase: TurnPhase::Ended,
                         turn_id: self.id.clone(),
                         metadata: Some(TurnMetadata {
@@ -162,7 +162,7 @@ impl Turn {
                             message: None,
                             stderr_tail: None,
                         }),
-                    }),
+                    })),
                     f.raw.clone(),
                 ),
             });
@@ -192,7 +192,7 @@ impl Turn {
         };
         Some(Ending {
             fail_open_items: true,
-            turn_ended: EventDraft::synthetic(EventData::TurnEnded(TurnData {
+            turn_ended: EventDraft::synthetic(EventData::TurnEnded(Box::new(TurnData {
                 phase: TurnPhase::Ended,
                 turn_id: self.id.clone(),
                 metadata: Some(TurnMetadata {
@@ -207,7 +207,7 @@ impl Turn {
                     message,
                     stderr_tail,
                 }),
-            })),
+            }))),
         })
     }
 }

@@ -138,24 +138,24 @@ fn wait_for_room(room: &mut watch::Receiver<bool>, why: &str) {
 fn drafts(n: usize) -> Vec<EventDraft> {
     (0..n)
         .map(|i| {
-            EventDraft::synthetic(EventData::Error(ErrorData {
+            EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
                 message: i.to_string(),
                 code: None,
                 details: None,
-            }))
+            })))
         })
         .collect()
 }
 
 fn session_ended() -> EventDraft {
-    EventDraft::synthetic(EventData::SessionEnded(SessionEndedData {
+    EventDraft::synthetic(EventData::SessionEnded(Box::new(SessionEndedData {
         reason: SessionEndReason::Completed,
         terminated_by: TerminatedBy::Agent,
         message: None,
         exit_code: None,
         stderr: None,
         cost: Cost::default(),
-    }))
+    })))
 }
 
 fn tail_len(store: &BatchedStore, id: &str) -> usize {

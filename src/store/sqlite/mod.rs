@@ -541,7 +541,7 @@ mod tests {
                 0,
             ))
             .unwrap();
-        let mut drafts = vec![EventDraft::synthetic(EventData::SessionEnded(
+        let mut drafts = vec![EventDraft::synthetic(EventData::SessionEnded(Box::new(
             SessionEndedData {
                 reason: SessionEndReason::Terminated,
                 terminated_by: TerminatedBy::Daemon,
@@ -550,7 +550,7 @@ mod tests {
                 stderr: None,
                 cost: Cost::default(),
             },
-        ))];
+        )))];
         let appended = store
             .append_deferred("s", &mut drafts, "t".into(), None)
             .unwrap();
