@@ -74,6 +74,16 @@ function statusKb(pid, field) {
   }
 }
 
+/** A process's proportional set size: its pages, a page shared by n processes counted 1/n. */
+function pssKb(pid) {
+  try {
+    const m = fs.readFileSync(`/proc/${pid}/smaps_rollup`, "utf8").match(/^Pss:\s+(\d+) kB/m);
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+}
+
 class Daemon {
   constructor(name, child, base) {
     this.name = name;
@@ -81,6 +91,7 @@ class Daemon {
     this.pid = child.pid;
     this.base = base;
     this.peakKb = 0;
+    this.peakPssKb = 0;
     this.sampler = setInterval(() => this.sample(), 100);
   }
   members() {
@@ -90,8 +101,14 @@ class Daemon {
   rssKb() {
     return this.members().reduce((s, p) => s + statusKb(p, "VmRSS"), 0);
   }
+  /** Sum of PSS over the same processes: pages they share (ours: the daemon and its `mock`
+   * agent map the same executable) count once, where the sum of RSS counts them per process. */
+  pssKb() {
+    return this.members().reduce((s, p) => s + pssKb(p), 0);
+  }
   sample() {
     this.peakKb = Math.max(this.peakKb, this.rssKb());
+    this.peakPssKb = Math.max(this.peakPssKb, this.pssKb());
   }
   /** Peak: the sampled maximum of the sum, or the daemon's own VmHWM if higher. */
   peak() {
@@ -419,7 +436,8 @@ async function run(d, scratch, ours) {
   log(d.name, "paused", JSON.stringify(paused), "; churn");
   const left = await churn(d, cwd);
   const peak = d.peak();
-  return { deletes: deletes.get(d.base), idle, members0, rt, flood, paused, left, peak };
+  const peakPss = d.peakPssKb;
+  return { deletes: deletes.get(d.base), idle, members0, rt, flood, paused, left, peak, peakPss };
 }
 
 // ---------- main ----------
@@ -483,6 +501,7 @@ const rows = [
   [`events lost, reader paused ${PAUSE_MS / 1000} s`, lostCell(o.paused, true), lostCell(p.paused, false)],
   [`idle RSS (daemon + children)`, mb(o.idle), mb(p.idle)],
   [`peak RSS (daemon + children)`, mb(o.peak), mb(p.peak)],
+  [`peak PSS (daemon + children, shared pages once)`, mb(o.peakPss), mb(p.peakPss)],
   [`DELETEs answered within ${DELETE_WAIT_MS / 1000} s`, delCell(o), delCell(p)],
   [`processes left after ${SESSIONS} sessions created+deleted`, String(o.left.length), String(p.left.length)],
 ];
