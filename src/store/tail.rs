@@ -324,10 +324,10 @@ impl Tail {
     }
 
     /// Gives back the room a burst made the tail grow to (a flood's uncommitted events, a
-    /// reader far behind) once it holds a quarter of it: a session's tail otherwise keeps the
-    /// largest it ever was for as long as the session lives, and twenty flooding sessions
-    /// then held 3 MiB of empty room (measured with heaptrack). Halving at a quarter keeps
-    /// the cost of moving the events at most about one move per event pushed.
+    /// reader far behind) once it holds under a quarter of it: a session's tail otherwise
+    /// keeps the largest it ever was for as long as the session lives, and twenty flooding
+    /// sessions then held 3 MiB of empty room (measured with heaptrack). Halving below a
+    /// quarter keeps the cost of moving the events at most about one move per event pushed.
     fn release_room(&mut self) {
         let room = self.events.capacity();
         if room > MIN_ROOM && self.events.len() < room / 4 {
