@@ -115,7 +115,7 @@ impl Serialize for RawLine {
 
 /// The type and `data` of an event: one variant per type of `docs/universal-events.md` §2.
 ///
-/// The payloads of events a turn has a few of (turns, sessions, errors, permissions,
+/// The payloads of the events a turn has only a few of (turns, sessions, errors, permissions,
 /// questions) are boxed: an enum is as large as its largest variant, and the item events a
 /// stream is made of (88 bytes at most) paid for a 192-byte turn in every draft; a session's
 /// actor holds up to a batch of drafts at a time (`session/turn.rs`).

@@ -218,14 +218,9 @@ mod tests {
     fn the_thread_checkpoints_once_enough_was_committed() {
         let (dir, writer, checkpointer) = scratch("threshold");
         let path = dir.join("t.db");
-        let blob = vec![7u8; 64 * 1024];
-        for _ in 0..80 {
-            writer
-                .execute("INSERT INTO t VALUES (?1)", [&blob])
-                .unwrap();
-            checkpointer.committed(blob.len());
-        }
-        // 5 MiB committed: the thread checkpoints on its own, without the writer.
+        // 5 MiB committed (far below a catch-up's 16 MiB): the thread checkpoints on its own,
+        // without the writer.
+        write_on(&dir, &writer, &checkpointer, 5);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let probe = Connection::open(&path).unwrap();
         loop {
