@@ -39,7 +39,7 @@ impl LineFramer {
     /// Feeds a chunk, calling `emit` for every line it completes.
     pub fn push(&mut self, mut chunk: &[u8], emit: &mut dyn FnMut(Frame<'_>)) {
         while !chunk.is_empty() {
-            let newline = memchr(chunk);
+            let newline = memchr::memchr(b'\n', chunk);
             if let Some(len) = self.skipping {
                 match newline {
                     Some(i) => {
@@ -99,10 +99,6 @@ impl LineFramer {
         }
         self.buf.clear();
     }
-}
-
-fn memchr(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n')
 }
 
 #[cfg(test)]
