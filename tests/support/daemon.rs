@@ -26,7 +26,14 @@ pub struct Daemon {
     stopped: bool,
     /// Leave `data_dir` in place on stop (restart tests reuse it).
     keep_data: bool,
+    /// The daemon's last log lines, printed when the test fails while it runs (a failure in CI
+    /// then shows what the daemon did, without `CODEBUFFD_TEST_LOG`).
+    log_tail: LogTail,
 }
+
+/// The last [`LOG_TAIL_LINES`] lines a daemon wrote to stderr.
+type LogTail = std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>;
+const LOG_TAIL_LINES: usize = 300;
 
 /// Options for [`Daemon::start`].
 #[derive(Default, Clone)]
@@ -197,12 +204,19 @@ impl Daemon {
                 }
             }
         });
+        let log_tail = LogTail::default();
+        let tail = log_tail.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 if std::env::var_os("CODEBUFFD_TEST_LOG").is_some() {
                     eprintln!("[daemon] {line}");
                 }
+                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                if tail.len() == LOG_TAIL_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
             }
         });
         let addr = match rx.recv_timeout(Duration::from_secs(20)) {
@@ -222,6 +236,7 @@ impl Daemon {
             http: reqwest::Client::new(),
             stopped: false,
             keep_data: false,
+            log_tail,
         }
     }
 
@@ -532,6 +547,17 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        if std::thread::panicking() && !self.stopped {
+            let tail = self.log_tail.lock().unwrap_or_else(|e| e.into_inner());
+            eprintln!(
+                "the daemon at {} logged, last {} lines:",
+                self.base,
+                tail.len()
+            );
+            for line in tail.iter() {
+                eprintln!("[daemon] {line}");
+            }
+        }
         self.stop_inner(false);
     }
 }

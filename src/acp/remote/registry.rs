@@ -90,7 +90,10 @@ impl Servers {
                     if record
                         .engine
                         .as_deref()
-                        .is_some_and(|e| manager.engine_alive(e)) => {}
+                        .is_some_and(|e| manager.engine_alive(e)) =>
+                {
+                    tracing::info!(server = %record.server_id, engine = record.engine.as_deref().unwrap_or_default(), "an ACP server another live engine serves: left to it");
+                }
                 Ok(record) if record.websocket => forget_websocket(&manager, &dir, record),
                 Ok(record) => records.push((dir, record)),
                 Err(error) => {

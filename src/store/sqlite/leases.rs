@@ -2,11 +2,14 @@
 //! database, held with `flock` for the engine's life.
 //!
 //! The kernel releases an `flock` when its holder exits, however it exits (`kill -9`
-//! included), so "is engine X alive" is "is X's file locked": a non-blocking exclusive lock
-//! attempt fails with `EWOULDBLOCK` while X lives and succeeds once it is gone (the finder
-//! then removes the file). A lock is taken on a file under a temporary name and only then
-//! renamed into place, so a file under an engine's name is never seen unlocked while the
-//! engine lives. The descriptors are close-on-exec: agents never hold them.
+//! included), so "is engine X alive" is "does anyone hold X's file exclusively": the engine
+//! holds an exclusive lock; a finder asks with a non-blocking *shared* lock, which fails with
+//! `EWOULDBLOCK` while X lives and succeeds once it is gone (the finder then removes the
+//! file). Shared, because finders run at once (an engine's reaper beside the ACP door's
+//! restore, several engines starting together): a finder's exclusive lock would make a dead
+//! engine look alive to the finder beside it. A lock is taken on a file under a temporary
+//! name and only then renamed into place, so a file under an engine's name is never seen
+//! unlocked while the engine lives. The descriptors are close-on-exec: agents never hold them.
 
 use std::fs::File;
 use std::io;
@@ -14,6 +17,10 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
+
+/// The lock a finder takes to see whether an engine lives (see the module docs): shared, so
+/// finders never mistake one another for the engine.
+const FINDER_LOCK: FlockArg = FlockArg::LockSharedNonblock;
 
 /// The directory of lock files.
 #[derive(Debug, Clone)]
@@ -90,10 +97,11 @@ impl LeaseDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        match Flock::lock(file, FINDER_LOCK) {
             Ok(lock) => {
-                // Nobody holds it: the engine is gone. Remove its name while holding the lock
-                // (a later finder finds no file), then let go.
+                // Nobody holds it exclusively: the engine is gone. Remove its name while
+                // holding the lock (a later finder finds no file; finders beside this one may
+                // remove it too), then let go.
                 let _ = std::fs::remove_file(&path);
                 drop(lock);
                 Ok(false)
@@ -127,6 +135,42 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert!(names.is_empty(), "{names:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two finders at once (an engine's reaper and the ACP door's restore, on a daemon that
+    /// starts after a crash): while one holds its finder's lock on a dead engine's file, the
+    /// other must still see the engine dead, and a live engine stays alive to both.
+    #[test]
+    fn a_finder_beside_another_sees_a_dead_engine_dead() {
+        let dir = std::env::temp_dir().join(format!("codebuffd-leases-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let leases = LeaseDir::beside(&dir.join("db")).unwrap();
+        // What `kill -9` leaves: the engine's file, locked by nobody.
+        let dead = uuid::Uuid::new_v4().to_string();
+        std::fs::write(leases.path_of(&dead).unwrap(), b"").unwrap();
+        let other_finder = Flock::lock(
+            File::open(leases.path_of(&dead).unwrap()).unwrap(),
+            FINDER_LOCK,
+        )
+        .map_err(|(_, e)| e)
+        .unwrap();
+        assert!(!leases.alive(&dead).unwrap(), "dead beside another finder");
+        drop(other_finder);
+        assert!(!leases.path_of(&dead).unwrap().exists());
+
+        let live = uuid::Uuid::new_v4().to_string();
+        let held = leases.hold(&live).unwrap();
+        let refused = Flock::lock(
+            File::open(leases.path_of(&live).unwrap()).unwrap(),
+            FINDER_LOCK,
+        );
+        assert!(
+            refused.is_err(),
+            "a finder cannot lock a live engine's file"
+        );
+        assert!(leases.alive(&live).unwrap());
+        drop(held);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
