@@ -312,6 +312,51 @@ async fn last_event_id_resumes_exactly_also_after_a_restart_and_a_crash() {
     d.stop();
 }
 
+/// Two daemons on one data directory: the second leaves the first's server alone while the
+/// first lives, and takes it up once the first is killed (same stream, numbers continuing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_survivor_takes_up_the_servers_of_a_killed_daemon_on_its_data_directory() {
+    let data = TempDir::new("acp-http-survivor");
+    let work = TempDir::new("acp-http-survivor-work");
+    let first = Daemon::start_in(data.path(), &[]);
+    initialize(&first, "s1", "mock").await;
+    let session = new_session(&first, "s1", 1, work.path()).await;
+    let answer = prompt(&first, "s1", 2, &session, "stream before").await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let before = open_stream(&first, "s1", None)
+        .await
+        .until_response(2)
+        .await;
+
+    let second = Daemon::start_in(data.path(), &[]);
+    assert_eq!(
+        servers(&second).await["servers"],
+        json!([]),
+        "the first serves it"
+    );
+    assert_eq!(stream_response(&second, "s1", None).await.status(), 404);
+    let pid = first.kill9();
+    assert_eq!(
+        wait_session_empty(pid, Duration::from_secs(10)),
+        Vec::<i32>::new()
+    );
+    // Taken up within a sweep (1 s); the wait allows for a loaded machine.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while servers(&second).await["servers"] == json!([]) {
+        assert!(std::time::Instant::now() < deadline, "never taken up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let again = read_n(&second, "s1", None, before.len()).await;
+    assert_eq!(again, before);
+    let mut live = open_stream(&second, "s1", Some(before.len() as u64)).await;
+    let answer = prompt(&second, "s1", 3, &session, "stream after").await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let after = live.until_response(3).await;
+    assert_dense(&after, before.len() as u64 + 1);
+    assert_eq!(agent_text(&after), "after");
+    second.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_that_does_not_read_is_never_skipped() {
     let d = Daemon::start();

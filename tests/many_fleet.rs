@@ -275,6 +275,70 @@ async fn a_killed_fleet_member_s_turn_is_interrupted_by_another_within_the_lease
     c.stop();
 }
 
+/// A daemon on Postgres that crashes and is restarted at once (as a supervisor does) starts
+/// while its dead predecessor's lease still runs: the ACP servers of its data directory are
+/// then not its to serve yet. Once the lease ends they are: the restarted daemon serves them
+/// again (same server, same stream numbers, the session it had) without another restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Postgres: CODEBUFFD_TEST_POSTGRES_URL, and --ignored"]
+async fn a_daemon_restarted_within_its_lease_serves_its_acp_servers_once_the_lease_ends() {
+    use support::acp_http::{
+        assert_dense, initialize, new_session, open_stream, prompt, stream_response,
+    };
+    let url = postgres_url();
+    let dir = TempDir::new("fleet-acp");
+    let work = TempDir::new("fleet-acp-work");
+    let server = format!("{}-acp", tag());
+    let d = member(&dir, &url);
+    initialize(&d, &server, "mock").await;
+    let session = new_session(&d, &server, 1, work.path()).await;
+    let answer = prompt(&d, &server, 2, &session, "stream before the crash").await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let mut s = open_stream(&d, &server, None).await;
+    let before = s.until_response(2).await;
+    drop(s);
+    let pid = d.kill9();
+    assert_eq!(
+        support::daemon::wait_session_empty(pid, Duration::from_secs(10)),
+        Vec::<i32>::new()
+    );
+
+    let restarted = Instant::now();
+    let d = member(&dir, &url);
+    // Within the lease its predecessor still counts as alive; once it ends (and a sweep, 1 s),
+    // the server is back.
+    let deadline = Instant::now() + LEASE * 5;
+    loop {
+        let resp = stream_response(&d, &server, Some(before.len() as u64)).await;
+        if resp.status() == 200 {
+            break;
+        }
+        assert_eq!(resp.status(), 404);
+        assert!(
+            Instant::now() < deadline,
+            "the ACP server is still not served {:?} after the restart",
+            restarted.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "served again {:?} after the restart (lease {LEASE:?})",
+        restarted.elapsed()
+    );
+    let mut s = open_stream(&d, &server, Some(before.len() as u64)).await;
+    let answer = prompt(&d, &server, 3, &session, "stream after the crash").await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let after = s.until_response(3).await;
+    assert_dense(&after, before.len() as u64 + 1);
+    let listed: Value = d.get("/v1/acp").await.json().await.unwrap();
+    assert_eq!(
+        listed["servers"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    d.stop();
+}
+
 /// Claimers at once per round (each its own store: its own connections, as its own engine).
 const CLAIMERS: usize = 8;
 const ROUNDS: usize = 20;

@@ -9,13 +9,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use super::record::{server_dirs, ServerRecord};
+use super::restore::{self, Found, RestoreLock};
 use super::server::Server;
 use crate::session::AgentKind;
 use crate::session::SessionManager;
-use crate::sync::RwLockExt;
+use crate::sync::{LockExt, RwLockExt};
 
 /// The directory of the servers' records and logs under the data directory.
 pub const SERVERS_DIR: &str = "acp-http";
@@ -73,64 +74,97 @@ pub struct Servers {
     servers: RwLock<HashMap<String, Arc<Server>>>,
     /// Held while a server is created, so two first posts make one server.
     creating: tokio::sync::Mutex<()>,
+    /// The directories of records another live engine served when last looked at.
+    waiting: Mutex<Vec<PathBuf>>,
     limits: AcpLimits,
 }
 
 impl Servers {
     /// The servers kept under `data_dir`, those recorded by an earlier run started again
-    /// (within a tokio runtime: each gets its connection task).
+    /// (within a tokio runtime: each gets its connection task). Records another live engine
+    /// serves wait, and are taken up once it is gone ([`restore`]).
     pub fn start(manager: Arc<SessionManager>, data_dir: &Path, limits: AcpLimits) -> Arc<Servers> {
         let root = data_dir.join(SERVERS_DIR);
-        let mut servers = HashMap::new();
-        let mut records = Vec::new();
-        for dir in server_dirs(&root) {
-            match ServerRecord::load(&dir) {
-                // Another live codebuffd process on this data directory serves it.
-                Ok(record)
-                    if record
-                        .engine
-                        .as_deref()
-                        .is_some_and(|e| manager.engine_alive(e)) =>
-                {
-                    tracing::info!(server = %record.server_id, engine = record.engine.as_deref().unwrap_or_default(), "an ACP server another live engine serves: left to it");
-                }
-                Ok(record) if record.websocket => forget_websocket(&manager, &dir, record),
-                Ok(record) => records.push((dir, record)),
-                Err(error) => {
-                    tracing::warn!(%error, dir = %dir.display(), "an ACP server's record cannot be read; skipped");
-                }
-            }
-        }
-        // The most recent ones, up to the cap; the others are retired.
-        records.sort_by_key(|(_, r)| std::cmp::Reverse(r.created_at_ms));
-        let excess = records.split_off(records.len().min(limits.max_servers));
-        for (dir, record) in excess {
-            tracing::warn!(server = %record.server_id, max = limits.max_servers, "more recorded ACP servers than --max-acp-servers: retired");
-            forget_websocket(&manager, &dir, record);
-        }
-        for (dir, record) in records {
-            let restored = Server::start(manager.clone(), data_dir, dir.clone(), record);
-            match restored {
-                Ok(server) => {
-                    tracing::info!(server = %server.id, envelopes = server.log.last(), "ACP server restored");
-                    servers.insert(server.id.clone(), server);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, dir = %dir.display(), "an ACP server's record cannot be read; skipped");
-                }
-            }
-        }
         let servers = Arc::new(Servers {
             manager,
             data_dir: data_dir.to_owned(),
             root,
-            servers: RwLock::new(servers),
+            servers: RwLock::new(HashMap::new()),
             creating: tokio::sync::Mutex::new(()),
+            waiting: Mutex::new(Vec::new()),
             limits,
         });
+        let dirs = server_dirs(&servers.root);
+        if !dirs.is_empty() {
+            servers.take_up(dirs, true);
+        }
         let weak = Arc::downgrade(&servers);
         tokio::spawn(sweep(weak, limits.idle_timeout));
         servers
+    }
+
+    /// Serves the records in `dirs` whose engine is gone, most recent first, up to the cap;
+    /// retires the others of those, and keeps the rest waiting. `at_start`: in the order of
+    /// their creation (a restart); else each as found (taken up later).
+    fn take_up(&self, dirs: Vec<PathBuf>, at_start: bool) {
+        let _lock = match RestoreLock::take(&self.root) {
+            Ok(lock) => lock,
+            Err(error) => {
+                tracing::warn!(%error, "cannot lock the ACP servers' records; none restored");
+                return;
+            }
+        };
+        let mut records = Vec::new();
+        for dir in dirs {
+            match restore::classify(&self.manager, dir) {
+                Found::Serve(dir, record) => records.push((dir, record)),
+                Found::Wait(dir) => self.waiting.lock_unpoisoned().push(dir),
+                Found::Forget(dir, record) => forget_websocket(&self.manager, &dir, record),
+                Found::Nothing => {}
+            }
+        }
+        if at_start {
+            records.sort_by_key(|(_, r)| std::cmp::Reverse(r.created_at_ms));
+        }
+        for (dir, record) in records {
+            // One server per id: a newer one of the same id (created while this record waited)
+            // supersedes it.
+            if self.get(&record.server_id).is_ok() {
+                tracing::warn!(server = %record.server_id, "an older recorded ACP server of an id in use: retired");
+                forget_websocket(&self.manager, &dir, record);
+                continue;
+            }
+            if self.servers.read_unpoisoned().len() >= self.limits.max_servers {
+                tracing::warn!(server = %record.server_id, max = self.limits.max_servers, "more recorded ACP servers than --max-acp-servers: retired");
+                forget_websocket(&self.manager, &dir, record);
+                continue;
+            }
+            match Server::start(self.manager.clone(), &self.data_dir, dir.clone(), record) {
+                Ok(server) => {
+                    tracing::info!(server = %server.id, envelopes = server.log.last(), "ACP server restored");
+                    self.servers
+                        .write_unpoisoned()
+                        .insert(server.id.clone(), server);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, dir = %dir.display(), "an ACP server's record cannot be read; skipped");
+                }
+            }
+        }
+    }
+
+    /// Takes up the waiting records whose engine is gone now (on a blocking thread: it waits
+    /// for the locks, as a first post creating a server would).
+    fn take_up_waiting(&self) {
+        let _creating = self.creating.blocking_lock();
+        let dirs = std::mem::take(&mut *self.waiting.lock_unpoisoned());
+        if !dirs.is_empty() {
+            self.take_up(dirs, false);
+        }
+    }
+
+    fn has_waiting(&self) -> bool {
+        !self.waiting.lock_unpoisoned().is_empty()
     }
 
     /// Retires the servers idle for `idle_timeout` (WebSocket servers end with their socket).
@@ -264,20 +298,38 @@ impl Servers {
 }
 
 /// Every so often (a quarter of the timeout, at least each second, at most each minute), the
-/// servers idle that long are retired; ends with the registry.
+/// servers idle that long are retired; while records wait for their engine to be gone, they
+/// are looked at each second ([`WAITING_EVERY`]). Ends with the registry.
 async fn sweep(servers: std::sync::Weak<Servers>, idle_timeout: std::time::Duration) {
     let every = (idle_timeout / 4).clamp(
         std::time::Duration::from_secs(1),
         std::time::Duration::from_secs(60),
     );
+    let mut retired = tokio::time::Instant::now();
     loop {
-        tokio::time::sleep(every).await;
+        let pause = match servers.upgrade() {
+            Some(s) if s.has_waiting() => WAITING_EVERY.min(every),
+            Some(_) => every,
+            None => return,
+        };
+        tokio::time::sleep(pause).await;
         let Some(servers) = servers.upgrade() else {
             return;
         };
-        servers.retire_idle(idle_timeout).await;
+        if servers.has_waiting() {
+            let waiting = servers.clone();
+            // File locks and reads: off the runtime's workers.
+            let _ = tokio::task::spawn_blocking(move || waiting.take_up_waiting()).await;
+        }
+        if retired.elapsed() >= every {
+            retired = tokio::time::Instant::now();
+            servers.retire_idle(idle_timeout).await;
+        }
     }
 }
+
+/// How often records waiting for their engine to be gone are looked at.
+const WAITING_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A server that is not kept (a WebSocket connection's left by a daemon that stopped: its
 /// socket is gone; or one over the cap at a restart): its sessions are ended (in the
