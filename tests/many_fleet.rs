@@ -14,7 +14,7 @@ mod support;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use codebuffd::store::{EventStore, PostgresStore, SessionRecord, SqliteStore};
+use codebuffd::store::{EngineEntry, EventStore, PostgresStore, SessionRecord, SqliteStore};
 use serde_json::{json, Value};
 use support::daemon::{session_members, Daemon, TempDir};
 use support::events::assert_dense;
@@ -345,10 +345,31 @@ const ROUNDS: usize = 20;
 
 /// Creates unowned sessions and has [`CLAIMERS`] stores claim each at the same moment:
 /// exactly one wins, and the record names it.
+///
+/// The claimers register as engines (and stay alive): the database is shared with the fleet
+/// tests' daemons, whose reapers take a session whose owner is no live engine.
 fn claim_race(open: &(dyn Fn() -> Arc<dyn EventStore> + Sync)) {
     let creator = open();
     let claimers: Vec<Arc<dyn EventStore>> = (0..CLAIMERS).map(|_| open()).collect();
     let t = tag();
+    let names: Vec<String> = (0..CLAIMERS).map(|i| format!("{t}-claimer-{i}")).collect();
+    let _leases: Vec<_> = claimers
+        .iter()
+        .zip(&names)
+        .map(|(store, name)| {
+            store
+                .coordination()
+                .register(&EngineEntry {
+                    engine_id: name.clone(),
+                    instance_id: t.clone(),
+                    pid: std::process::id(),
+                    command: "test".into(),
+                    url: None,
+                    started_at: 0,
+                })
+                .unwrap()
+        })
+        .collect();
     for round in 0..ROUNDS {
         let id = format!("{t}-claim-{round}");
         creator
@@ -361,12 +382,12 @@ fn claim_race(open: &(dyn Fn() -> Arc<dyn EventStore> + Sync)) {
                 .iter()
                 .enumerate()
                 .map(|(i, store)| {
-                    let (barrier, id) = (&barrier, &id);
+                    let (barrier, id, name) = (&barrier, &id, &names[i]);
                     s.spawn(move || {
                         barrier.wait();
                         store
                             .coordination()
-                            .claim(id, "", &format!("claimer-{i}"))
+                            .claim(id, "", name)
                             .unwrap_or_else(|e| panic!("claimer {i}: {e}"))
                     })
                 })
@@ -381,7 +402,7 @@ fn claim_race(open: &(dyn Fn() -> Arc<dyn EventStore> + Sync)) {
             .unwrap()
             .unwrap()
             .owner;
-        assert_eq!(owner, format!("claimer-{}", winners[0]), "round {round}");
+        assert_eq!(owner, names[winners[0]], "round {round}");
         // Taken: nobody claims it from nobody any more; its owner lets it go.
         assert!(!claimers[0].coordination().claim(&id, "", "late").unwrap());
         assert!(creator.coordination().claim(&id, &owner, "").unwrap());
