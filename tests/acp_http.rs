@@ -312,13 +312,15 @@ async fn last_event_id_resumes_exactly_also_after_a_restart_and_a_crash() {
     d.stop();
 }
 
-/// Two daemons on one data directory: the second leaves the first's server alone while the
-/// first lives, and takes it up once the first is killed (same stream, numbers continuing).
+/// Two daemons on one data directory: the second leaves the first's server (created after the
+/// second started) alone while the first lives, and takes it up once the first is killed (same
+/// stream, numbers continuing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_survivor_takes_up_the_servers_of_a_killed_daemon_on_its_data_directory() {
     let data = TempDir::new("acp-http-survivor");
     let work = TempDir::new("acp-http-survivor-work");
     let first = Daemon::start_in(data.path(), &[]);
+    let second = Daemon::start_in(data.path(), &[]);
     initialize(&first, "s1", "mock").await;
     let session = new_session(&first, "s1", 1, work.path()).await;
     let answer = prompt(&first, "s1", 2, &session, "stream before").await;
@@ -327,8 +329,8 @@ async fn a_survivor_takes_up_the_servers_of_a_killed_daemon_on_its_data_director
         .await
         .until_response(2)
         .await;
-
-    let second = Daemon::start_in(data.path(), &[]);
+    // A few of the second's looks (1 s apart) pass meanwhile.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         servers(&second).await["servers"],
         json!([]),
@@ -354,6 +356,57 @@ async fn a_survivor_takes_up_the_servers_of_a_killed_daemon_on_its_data_director
     let after = live.until_response(3).await;
     assert_dense(&after, before.len() as u64 + 1);
     assert_eq!(agent_text(&after), "after");
+    second.stop();
+}
+
+/// Server ids are a daemon's: two daemons on one data directory each serve their own `dup`. A
+/// survivor leaves the killed one's `dup` alone (it serves one of that id), and the killed one,
+/// started again, serves its own again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_on_one_data_directory_keep_their_own_servers_of_one_id() {
+    let data = TempDir::new("acp-http-dup");
+    let work = TempDir::new("acp-http-dup-work");
+    async fn serve_dup(d: &Daemon, work: &std::path::Path, text: &str) -> Vec<(u64, Value)> {
+        initialize(d, "dup", "mock").await;
+        let session = new_session(d, "dup", 1, work).await;
+        let answer = prompt(d, "dup", 2, &session, text).await;
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        open_stream(d, "dup", None).await.until_response(2).await
+    }
+    let first = Daemon::start_in(data.path(), &[]);
+    let mut streams = vec![serve_dup(&first, work.path(), "stream one").await];
+    // Started after the first recorded its `dup`: that record waits for the first to be gone.
+    let second = Daemon::start_in(data.path(), &[]);
+    streams.push(serve_dup(&second, work.path(), "stream two").await);
+    assert_eq!(agent_text(&streams[0]), "one");
+    assert_eq!(agent_text(&streams[1]), "two");
+    let pid = first.kill9();
+    assert_eq!(
+        wait_session_empty(pid, Duration::from_secs(10)),
+        Vec::<i32>::new()
+    );
+    // A few of the survivor's sweeps (1 s apart) look at the killed one's record meanwhile.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        servers(&second).await["servers"].as_array().unwrap().len(),
+        1
+    );
+    assert_eq!(
+        read_n(&second, "dup", None, streams[1].len()).await,
+        streams[1]
+    );
+    let dirs = std::fs::read_dir(data.path().join("acp-http"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_dir())
+        .count();
+    assert_eq!(dirs, 2, "the killed daemon's record is left as it is");
+    // Started again, the first serves its own `dup`: the same envelopes as before the crash.
+    let first = Daemon::start_in(data.path(), &[]);
+    assert_eq!(
+        read_n(&first, "dup", None, streams[0].len()).await,
+        streams[0]
+    );
+    first.stop();
     second.stop();
 }
 

@@ -37,6 +37,11 @@ pub struct EngineList {
 }
 
 impl SessionManager {
+    /// True while other engines share the store (as the reaper last saw, each second).
+    pub fn shares_the_store(&self) -> bool {
+        self.others.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether engine `engine_id` (this one or another process on the store) still lives; a
     /// store that cannot say counts it alive (nothing of its is taken over on a guess).
     pub fn engine_alive(&self, engine_id: &str) -> bool {

@@ -7,7 +7,7 @@
 //! and retires the rest), and a server nobody posted to or read for `--acp-idle-timeout`, with
 //! no request running, is retired by a sweep: deleted as by `DELETE` (its sessions end).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -76,6 +76,9 @@ pub struct Servers {
     creating: tokio::sync::Mutex<()>,
     /// The directories of records another live engine served when last looked at.
     waiting: Mutex<Vec<PathBuf>>,
+    /// Directories looked at and not to be served by this daemon, ever (a record of an id it
+    /// serves already, one that cannot be read, one removed).
+    passed_over: Mutex<HashSet<PathBuf>>,
     limits: AcpLimits,
 }
 
@@ -92,11 +95,12 @@ impl Servers {
             servers: RwLock::new(HashMap::new()),
             creating: tokio::sync::Mutex::new(()),
             waiting: Mutex::new(Vec::new()),
+            passed_over: Mutex::new(HashSet::new()),
             limits,
         });
         let dirs = server_dirs(&servers.root);
         if !dirs.is_empty() {
-            servers.take_up(dirs, true);
+            servers.take_up(dirs, true, &[]);
         }
         let weak = Arc::downgrade(&servers);
         tokio::spawn(sweep(weak, limits.idle_timeout));
@@ -104,9 +108,10 @@ impl Servers {
     }
 
     /// Serves the records in `dirs` whose engine is gone, most recent first, up to the cap;
-    /// retires the others of those, and keeps the rest waiting. `at_start`: in the order of
+    /// retires those over the cap, leaves those of an id it serves already, and keeps the rest
+    /// waiting. `at_start`: in the order of
     /// their creation (a restart); else each as found (taken up later).
-    fn take_up(&self, dirs: Vec<PathBuf>, at_start: bool) {
+    fn take_up(&self, dirs: Vec<PathBuf>, at_start: bool, waited: &[PathBuf]) {
         let _lock = match RestoreLock::take(&self.root) {
             Ok(lock) => lock,
             Err(error) => {
@@ -116,22 +121,30 @@ impl Servers {
         };
         let mut records = Vec::new();
         for dir in dirs {
-            match restore::classify(&self.manager, dir) {
+            match restore::classify(&self.manager, dir.clone()) {
                 Found::Serve(dir, record) => records.push((dir, record)),
-                Found::Wait(dir) => self.waiting.lock_unpoisoned().push(dir),
+                Found::Wait(dir, record) => {
+                    if !waited.contains(&dir) {
+                        tracing::info!(server = %record.server_id, engine = record.engine.as_deref().unwrap_or_default(), "an ACP server another live engine serves: taken up once that engine is gone");
+                    }
+                    self.waiting.lock_unpoisoned().push(dir);
+                }
                 Found::Forget(dir, record) => forget_websocket(&self.manager, &dir, record),
-                Found::Nothing => {}
+                Found::Nothing => {
+                    self.passed_over.lock_unpoisoned().insert(dir);
+                }
             }
         }
         if at_start {
             records.sort_by_key(|(_, r)| std::cmp::Reverse(r.created_at_ms));
         }
         for (dir, record) in records {
-            // One server per id: a newer one of the same id (created while this record waited)
-            // supersedes it.
+            // Ids are a daemon's: one this daemon serves already (its own server of that id,
+            // or a newer record) leaves this record as it is, for the daemon it belongs to
+            // when that one starts again.
             if self.get(&record.server_id).is_ok() {
-                tracing::warn!(server = %record.server_id, "an older recorded ACP server of an id in use: retired");
-                forget_websocket(&self.manager, &dir, record);
+                tracing::info!(server = %record.server_id, dir = %dir.display(), "a recorded ACP server of an id this daemon serves already: left as it is");
+                self.passed_over.lock_unpoisoned().insert(dir);
                 continue;
             }
             if self.servers.read_unpoisoned().len() >= self.limits.max_servers {
@@ -153,13 +166,30 @@ impl Servers {
         }
     }
 
-    /// Takes up the waiting records whose engine is gone now (on a blocking thread: it waits
-    /// for the locks, as a first post creating a server would).
-    fn take_up_waiting(&self) {
+    /// Takes up the waiting records whose engine is gone now, and with `new_records` those
+    /// other daemons recorded since this one last looked (on a blocking thread: it waits for
+    /// the locks, as a first post creating a server would).
+    fn take_up_waiting(&self, new_records: bool) {
         let _creating = self.creating.blocking_lock();
-        let dirs = std::mem::take(&mut *self.waiting.lock_unpoisoned());
+        let waited = std::mem::take(&mut *self.waiting.lock_unpoisoned());
+        let mut dirs = waited.clone();
+        if new_records {
+            let found = server_dirs(&self.root);
+            let served: HashSet<PathBuf> = self
+                .servers
+                .read_unpoisoned()
+                .values()
+                .map(|s| s.dir().to_owned())
+                .collect();
+            let passed_over = self.passed_over.lock_unpoisoned();
+            let new: Vec<PathBuf> = found
+                .into_iter()
+                .filter(|d| !served.contains(d) && !passed_over.contains(d) && !dirs.contains(d))
+                .collect();
+            dirs.extend(new);
+        }
         if !dirs.is_empty() {
-            self.take_up(dirs, false);
+            self.take_up(dirs, false, &waited);
         }
     }
 
@@ -298,8 +328,10 @@ impl Servers {
 }
 
 /// Every so often (a quarter of the timeout, at least each second, at most each minute), the
-/// servers idle that long are retired; while records wait for their engine to be gone, they
-/// are looked at each second ([`WAITING_EVERY`]). Ends with the registry.
+/// servers idle that long are retired. Each second ([`LOOK_EVERY`]; the engine's reaper wakes
+/// as often), while records wait for their engine to be gone or other engines share the store
+/// (they may record servers in this data directory, and die), the records are looked at. Ends
+/// with the registry.
 async fn sweep(servers: std::sync::Weak<Servers>, idle_timeout: std::time::Duration) {
     let every = (idle_timeout / 4).clamp(
         std::time::Duration::from_secs(1),
@@ -307,19 +339,16 @@ async fn sweep(servers: std::sync::Weak<Servers>, idle_timeout: std::time::Durat
     );
     let mut retired = tokio::time::Instant::now();
     loop {
-        let pause = match servers.upgrade() {
-            Some(s) if s.has_waiting() => WAITING_EVERY.min(every),
-            Some(_) => every,
-            None => return,
-        };
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep(LOOK_EVERY).await;
         let Some(servers) = servers.upgrade() else {
             return;
         };
-        if servers.has_waiting() {
-            let waiting = servers.clone();
+        let new_records = servers.manager.shares_the_store();
+        if new_records || servers.has_waiting() {
+            let looking = servers.clone();
             // File locks and reads: off the runtime's workers.
-            let _ = tokio::task::spawn_blocking(move || waiting.take_up_waiting()).await;
+            let look = move || looking.take_up_waiting(new_records);
+            let _ = tokio::task::spawn_blocking(look).await;
         }
         if retired.elapsed() >= every {
             retired = tokio::time::Instant::now();
@@ -328,8 +357,8 @@ async fn sweep(servers: std::sync::Weak<Servers>, idle_timeout: std::time::Durat
     }
 }
 
-/// How often records waiting for their engine to be gone are looked at.
-const WAITING_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often the sweep wakes, and looks at the records when there is reason to.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A server that is not kept (a WebSocket connection's left by a daemon that stopped: its
 /// socket is gone; or one over the cap at a restart): its sessions are ended (in the

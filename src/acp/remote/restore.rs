@@ -2,7 +2,8 @@
 //! is gone (or is this one). A record whose engine still lives is that engine's; it *waits*,
 //! and is taken up once that engine is gone — a daemon on Postgres that crashed and was
 //! restarted at once starts while its predecessor's lease still runs (up to `--store-lease`),
-//! and must then serve its servers again without another restart.
+//! and must then serve its servers again without another restart. While other engines share
+//! the store, records they create later are looked at too (`registry.rs`, `sweep`).
 //!
 //! Taking a record up rewrites it with this engine's id ([`super::Server::start`]); daemons on
 //! one data directory do that under [`RestoreLock`], each reading the record again once it
@@ -44,7 +45,7 @@ pub enum Found {
     /// Its engine is gone: this daemon serves it.
     Serve(PathBuf, ServerRecord),
     /// Another live engine serves it: look again once that engine may be gone.
-    Wait(PathBuf),
+    Wait(PathBuf, ServerRecord),
     /// A WebSocket connection's, whose socket is gone with its engine: its sessions end and
     /// its record goes.
     Forget(PathBuf, ServerRecord),
@@ -67,8 +68,7 @@ pub fn classify(manager: &SessionManager, dir: PathBuf) -> Found {
         .as_deref()
         .is_some_and(|e| e != manager.engine_id() && manager.engine_alive(e));
     if served_elsewhere {
-        tracing::info!(server = %record.server_id, engine = record.engine.as_deref().unwrap_or_default(), "an ACP server another live engine serves: taken up once that engine is gone");
-        return Found::Wait(dir);
+        return Found::Wait(dir, record);
     }
     if record.websocket {
         return Found::Forget(dir, record);
