@@ -107,10 +107,11 @@ impl Servers {
         servers
     }
 
-    /// Serves the records in `dirs` whose engine is gone, most recent first, up to the cap;
-    /// retires those over the cap, leaves those of an id it serves already, and keeps the rest
-    /// waiting. `at_start`: in the order of
-    /// their creation (a restart); else each as found (taken up later).
+    /// Serves the records in `dirs` whose engine is gone, up to the cap, and keeps those of a
+    /// live engine waiting. `at_start` (a restart): the most recent first, and those over the
+    /// cap are retired. Later (a dead engine's, taken up by a survivor) those over the cap are
+    /// left as they are, as are records of an id this daemon serves already and records that
+    /// cannot be served: none is looked at again.
     fn take_up(&self, dirs: Vec<PathBuf>, at_start: bool, waited: &[PathBuf]) {
         let _lock = match RestoreLock::take(&self.root) {
             Ok(lock) => lock,
@@ -148,8 +149,13 @@ impl Servers {
                 continue;
             }
             if self.servers.read_unpoisoned().len() >= self.limits.max_servers {
-                tracing::warn!(server = %record.server_id, max = self.limits.max_servers, "more recorded ACP servers than --max-acp-servers: retired");
-                forget_websocket(&self.manager, &dir, record);
+                if at_start {
+                    tracing::warn!(server = %record.server_id, max = self.limits.max_servers, "more recorded ACP servers than --max-acp-servers: retired");
+                    forget_websocket(&self.manager, &dir, record);
+                } else {
+                    tracing::warn!(server = %record.server_id, max = self.limits.max_servers, "a stopped engine's ACP server, and no room under --max-acp-servers: left as it is");
+                    self.passed_over.lock_unpoisoned().insert(dir);
+                }
                 continue;
             }
             match Server::start(self.manager.clone(), &self.data_dir, dir.clone(), record) {
@@ -161,6 +167,7 @@ impl Servers {
                 }
                 Err(error) => {
                     tracing::warn!(%error, dir = %dir.display(), "an ACP server's record cannot be read; skipped");
+                    self.passed_over.lock_unpoisoned().insert(dir);
                 }
             }
         }
