@@ -75,7 +75,7 @@ pub struct Servers {
     /// Held while a server is created, so two first posts make one server.
     creating: tokio::sync::Mutex<()>,
     /// The directories of records another live engine served when last looked at.
-    waiting: Mutex<Vec<PathBuf>>,
+    waiting: Mutex<HashSet<PathBuf>>,
     /// Directories looked at and not to be served by this daemon, ever (a record of an id it
     /// serves already, one that cannot be read, one removed).
     passed_over: Mutex<HashSet<PathBuf>>,
@@ -94,13 +94,13 @@ impl Servers {
             root,
             servers: RwLock::new(HashMap::new()),
             creating: tokio::sync::Mutex::new(()),
-            waiting: Mutex::new(Vec::new()),
+            waiting: Mutex::new(HashSet::new()),
             passed_over: Mutex::new(HashSet::new()),
             limits,
         });
         let dirs = server_dirs(&servers.root);
         if !dirs.is_empty() {
-            servers.take_up(dirs, true, &[]);
+            servers.take_up(dirs, true);
         }
         let weak = Arc::downgrade(&servers);
         tokio::spawn(sweep(weak, limits.idle_timeout));
@@ -112,7 +112,7 @@ impl Servers {
     /// cap are retired. Later (a dead engine's, taken up by a survivor) those over the cap are
     /// left as they are, as are records of an id this daemon serves already and records that
     /// cannot be served: none is looked at again.
-    fn take_up(&self, dirs: Vec<PathBuf>, at_start: bool, waited: &[PathBuf]) {
+    fn take_up(&self, dirs: Vec<PathBuf>, at_start: bool) {
         let _lock = match RestoreLock::take(&self.root) {
             Ok(lock) => lock,
             Err(error) => {
@@ -122,13 +122,14 @@ impl Servers {
         };
         let mut records = Vec::new();
         for dir in dirs {
+            let waited = self.waiting.lock_unpoisoned().remove(&dir);
             match restore::classify(&self.manager, dir.clone()) {
                 Found::Serve(dir, record) => records.push((dir, record)),
                 Found::Wait(dir, record) => {
-                    if !waited.contains(&dir) {
+                    if !waited {
                         tracing::info!(server = %record.server_id, engine = record.engine.as_deref().unwrap_or_default(), "an ACP server another live engine serves: taken up once that engine is gone");
                     }
-                    self.waiting.lock_unpoisoned().push(dir);
+                    self.waiting.lock_unpoisoned().insert(dir);
                 }
                 Found::Forget(dir, record) => forget_websocket(&self.manager, &dir, record),
                 Found::Nothing => {
@@ -178,8 +179,7 @@ impl Servers {
     /// the locks, as a first post creating a server would).
     fn take_up_waiting(&self, new_records: bool) {
         let _creating = self.creating.blocking_lock();
-        let waited = std::mem::take(&mut *self.waiting.lock_unpoisoned());
-        let mut dirs = waited.clone();
+        let mut dirs: Vec<PathBuf> = self.waiting.lock_unpoisoned().iter().cloned().collect();
         if new_records {
             let found = server_dirs(&self.root);
             let served: HashSet<PathBuf> = self
@@ -189,14 +189,13 @@ impl Servers {
                 .map(|s| s.dir().to_owned())
                 .collect();
             let passed_over = self.passed_over.lock_unpoisoned();
-            let new: Vec<PathBuf> = found
-                .into_iter()
-                .filter(|d| !served.contains(d) && !passed_over.contains(d) && !dirs.contains(d))
-                .collect();
-            dirs.extend(new);
+            let waiting = self.waiting.lock_unpoisoned();
+            dirs.extend(found.into_iter().filter(|d| {
+                !served.contains(d) && !passed_over.contains(d) && !waiting.contains(d)
+            }));
         }
         if !dirs.is_empty() {
-            self.take_up(dirs, false, &waited);
+            self.take_up(dirs, false);
         }
     }
 
