@@ -116,11 +116,38 @@ impl LeaseDir {
 mod tests {
     use super::*;
 
+    /// A lease directory in a scratch directory, removed when dropped (also when a test fails).
+    struct Scratch {
+        dir: PathBuf,
+        leases: LeaseDir,
+    }
+
+    impl Scratch {
+        fn new() -> Scratch {
+            let dir =
+                std::env::temp_dir().join(format!("codebuffd-leases-{}", uuid::Uuid::new_v4()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let leases = LeaseDir::beside(&dir.join("db")).unwrap();
+            Scratch { dir, leases }
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// The lock another finder would hold on `engine_id`'s file while it asks.
+    fn finder_lock(leases: &LeaseDir, engine_id: &str) -> Result<Flock<File>, Errno> {
+        let file = File::open(leases.path_of(engine_id).unwrap()).unwrap();
+        Flock::lock(file, FINDER_LOCK).map_err(|(_, e)| e)
+    }
+
     #[test]
     fn a_lease_is_alive_while_held_and_dead_once_dropped() {
-        let dir = std::env::temp_dir().join(format!("codebuffd-leases-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let leases = LeaseDir::beside(&dir.join("db")).unwrap();
+        let scratch = Scratch::new();
+        let leases = &scratch.leases;
         let id = uuid::Uuid::new_v4().to_string();
         assert!(!leases.alive(&id).unwrap(), "never registered");
         let held = leases.hold(&id).unwrap();
@@ -130,12 +157,11 @@ mod tests {
         drop(held);
         assert!(!leases.alive(&id).unwrap());
         assert!(leases.path_of("../x").is_err());
-        let names: Vec<_> = std::fs::read_dir(dir.join("db.engines"))
+        let names: Vec<_> = std::fs::read_dir(scratch.dir.join("db.engines"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert!(names.is_empty(), "{names:?}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Two finders at once (an engine's reaper and the ACP door's restore, on a daemon that
@@ -143,34 +169,22 @@ mod tests {
     /// other must still see the engine dead, and a live engine stays alive to both.
     #[test]
     fn a_finder_beside_another_sees_a_dead_engine_dead() {
-        let dir = std::env::temp_dir().join(format!("codebuffd-leases-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let leases = LeaseDir::beside(&dir.join("db")).unwrap();
+        let scratch = Scratch::new();
+        let leases = &scratch.leases;
         // What `kill -9` leaves: the engine's file, locked by nobody.
         let dead = uuid::Uuid::new_v4().to_string();
         std::fs::write(leases.path_of(&dead).unwrap(), b"").unwrap();
-        let other_finder = Flock::lock(
-            File::open(leases.path_of(&dead).unwrap()).unwrap(),
-            FINDER_LOCK,
-        )
-        .map_err(|(_, e)| e)
-        .unwrap();
+        let other_finder = finder_lock(leases, &dead).unwrap();
         assert!(!leases.alive(&dead).unwrap(), "dead beside another finder");
         drop(other_finder);
         assert!(!leases.path_of(&dead).unwrap().exists());
 
         let live = uuid::Uuid::new_v4().to_string();
-        let held = leases.hold(&live).unwrap();
-        let refused = Flock::lock(
-            File::open(leases.path_of(&live).unwrap()).unwrap(),
-            FINDER_LOCK,
-        );
+        let _held = leases.hold(&live).unwrap();
         assert!(
-            refused.is_err(),
+            finder_lock(leases, &live).is_err(),
             "a finder cannot lock a live engine's file"
         );
         assert!(leases.alive(&live).unwrap());
-        drop(held);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
