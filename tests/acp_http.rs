@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use support::acp_http::{
-    agent_text, assert_dense, initialize, new_session, open_stream, post, prompt, request,
-    stream_response,
+    agent_text, assert_dense, initialize, new_session, open_stream, post, prompt, recorded_servers,
+    request, stream_response,
 };
 use support::daemon::{wait_session_empty, Daemon, DaemonOptions, TempDir};
 
@@ -297,11 +297,7 @@ async fn last_event_id_resumes_exactly_also_after_a_restart_and_a_crash() {
     assert_dense(&more, all.len() as u64 + 1);
     assert_eq!(agent_text(&more), "after the restart");
     let total = all.len() + more.len();
-    let pid = d.kill9();
-    assert_eq!(
-        wait_session_empty(pid, Duration::from_secs(10)),
-        Vec::<i32>::new()
-    );
+    d.crash();
 
     // After a crash (SIGKILL): everything written before it is there, in order.
     let d = Daemon::start_in(data.path(), &[]);
@@ -337,11 +333,7 @@ async fn a_survivor_takes_up_the_servers_of_a_killed_daemon_on_its_data_director
         "the first serves it"
     );
     assert_eq!(stream_response(&second, "s1", None).await.status(), 404);
-    let pid = first.kill9();
-    assert_eq!(
-        wait_session_empty(pid, Duration::from_secs(10)),
-        Vec::<i32>::new()
-    );
+    first.crash();
     // Taken up within a sweep (1 s); the wait allows for a loaded machine.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while servers(&second).await["servers"] == json!([]) {
@@ -380,11 +372,7 @@ async fn two_daemons_on_one_data_directory_keep_their_own_servers_of_one_id() {
     streams.push(serve_dup(&second, work.path(), "stream two").await);
     assert_eq!(agent_text(&streams[0]), "one");
     assert_eq!(agent_text(&streams[1]), "two");
-    let pid = first.kill9();
-    assert_eq!(
-        wait_session_empty(pid, Duration::from_secs(10)),
-        Vec::<i32>::new()
-    );
+    first.crash();
     // A few of the survivor's sweeps (1 s apart) look at the killed one's record meanwhile.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
@@ -395,11 +383,11 @@ async fn two_daemons_on_one_data_directory_keep_their_own_servers_of_one_id() {
         read_n(&second, "dup", None, streams[1].len()).await,
         streams[1]
     );
-    let dirs = std::fs::read_dir(data.path().join("acp-http"))
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().is_dir())
-        .count();
-    assert_eq!(dirs, 2, "the killed daemon's record is left as it is");
+    assert_eq!(
+        recorded_servers(data.path()),
+        2,
+        "the killed daemon's record is left as it is"
+    );
     // Started again, the first serves its own `dup`: the same envelopes as before the crash.
     let first = Daemon::start_in(data.path(), &[]);
     assert_eq!(

@@ -159,12 +159,11 @@ async fn a_restart_restores_no_more_servers_than_the_cap() {
     let d = Daemon::start_in(data.path(), &["--max-acp-servers", "3"]);
     // The most recent three.
     assert_eq!(server_ids(&d).await, ["srv-5", "srv-6", "srv-7"]);
-    // One directory per server (beside them the restore lock, a file).
-    let records = std::fs::read_dir(data.path().join("acp-http"))
-        .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().is_dir())
-        .count();
-    assert_eq!(records, 3, "the retired servers' records are removed");
+    assert_eq!(
+        support::acp_http::recorded_servers(data.path()),
+        3,
+        "the retired servers' records are removed"
+    );
     d.stop();
 }
 

@@ -277,3 +277,12 @@ pub fn assert_dense(envelopes: &[(u64, Value)], first: u64) {
         assert_eq!(*n, first + i as u64, "envelope numbers are dense");
     }
 }
+
+/// The ACP servers recorded in the data directory `data_dir`: a directory each under
+/// `acp-http/` (beside them the restore lock, a file).
+pub fn recorded_servers(data_dir: &std::path::Path) -> usize {
+    std::fs::read_dir(data_dir.join("acp-http"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().is_dir())
+        .count()
+}

@@ -292,6 +292,17 @@ impl Daemon {
         pid
     }
 
+    /// [`Daemon::kill9`], then waits until nothing it spawned is left (its agents see their
+    /// pipes close and exit), failing with what is still there after 10 s.
+    pub fn crash(self) {
+        let pid = self.kill9();
+        assert_eq!(
+            wait_session_empty(pid, Duration::from_secs(10)),
+            Vec::<i32>::new(),
+            "what the crashed daemon spawned is left"
+        );
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.as_ref().map(|c| c.id() as i32).unwrap_or(0)
     }
