@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use support::acp_http::{
-    agent_text, assert_dense, initialize, new_session, open_stream, post, prompt, recorded_servers,
-    request, stream_response,
+    agent_text, assert_dense, initialize, new_session, open_stream, post, prompt, prompt_continues,
+    recorded_servers, request, stream_response,
 };
 use support::daemon::{wait_session_empty, Daemon, DaemonOptions, TempDir};
 
@@ -290,12 +290,7 @@ async fn last_event_id_resumes_exactly_also_after_a_restart_and_a_crash() {
     let rest = read_n(&d, "r1", Some(middle), all.len() - middle as usize).await;
     assert_eq!(rest[..], all[middle as usize..]);
     // The restored server takes prompts without a new initialize; numbers continue.
-    let mut live = open_stream(&d, "r1", Some(all.len() as u64)).await;
-    let answer = prompt(&d, "r1", 3, &session, "stream after the restart").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let more = live.until_response(3).await;
-    assert_dense(&more, all.len() as u64 + 1);
-    assert_eq!(agent_text(&more), "after the restart");
+    let more = prompt_continues(&d, "r1", 3, &session, all.len() as u64, "after the restart").await;
     let total = all.len() + more.len();
     d.crash();
 
@@ -342,12 +337,7 @@ async fn a_survivor_takes_up_the_servers_of_a_killed_daemon_on_its_data_director
     }
     let again = read_n(&second, "s1", None, before.len()).await;
     assert_eq!(again, before);
-    let mut live = open_stream(&second, "s1", Some(before.len() as u64)).await;
-    let answer = prompt(&second, "s1", 3, &session, "stream after").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let after = live.until_response(3).await;
-    assert_dense(&after, before.len() as u64 + 1);
-    assert_eq!(agent_text(&after), "after");
+    prompt_continues(&second, "s1", 3, &session, before.len() as u64, "after").await;
     second.stop();
 }
 

@@ -283,7 +283,7 @@ async fn a_killed_fleet_member_s_turn_is_interrupted_by_another_within_the_lease
 #[ignore = "needs Postgres: CODEBUFFD_TEST_POSTGRES_URL, and --ignored"]
 async fn a_daemon_restarted_within_its_lease_serves_its_acp_servers_once_the_lease_ends() {
     use support::acp_http::{
-        assert_dense, initialize, new_session, open_stream, prompt, stream_response,
+        initialize, new_session, open_stream, prompt, prompt_continues, stream_response,
     };
     let url = postgres_url();
     let dir = TempDir::new("fleet-acp");
@@ -321,11 +321,15 @@ async fn a_daemon_restarted_within_its_lease_serves_its_acp_servers_once_the_lea
         "served again {:?} after the restart (lease {LEASE:?})",
         restarted.elapsed()
     );
-    let mut s = open_stream(&d, &server, Some(before.len() as u64)).await;
-    let answer = prompt(&d, &server, 3, &session, "stream after the crash").await;
-    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    let after = s.until_response(3).await;
-    assert_dense(&after, before.len() as u64 + 1);
+    prompt_continues(
+        &d,
+        &server,
+        3,
+        &session,
+        before.len() as u64,
+        "after the crash",
+    )
+    .await;
     let listed: Value = d.get("/v1/acp").await.json().await.unwrap();
     assert_eq!(
         listed["servers"].as_array().map(Vec::len),

@@ -286,3 +286,23 @@ pub fn recorded_servers(data_dir: &std::path::Path) -> usize {
         .filter(|e| e.as_ref().unwrap().path().is_dir())
         .count()
 }
+
+/// Prompts `stream <text>` as request `id` on `server`'s session, reading the stream from after
+/// envelope `after`: the turn ends, its envelopes continue the numbers, the agent says `text`.
+/// Returns the envelopes up to the prompt's answer.
+pub async fn prompt_continues(
+    d: &Daemon,
+    server: &str,
+    id: u64,
+    session: &str,
+    after: u64,
+    text: &str,
+) -> Vec<(u64, Value)> {
+    let mut live = open_stream(d, server, Some(after)).await;
+    let answer = prompt(d, server, id, session, &format!("stream {text}")).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let envelopes = live.until_response(id).await;
+    assert_dense(&envelopes, after + 1);
+    assert_eq!(agent_text(&envelopes), text);
+    envelopes
+}
