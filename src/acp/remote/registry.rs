@@ -127,7 +127,7 @@ impl Servers {
                 Found::Serve(dir, record) => records.push((dir, record)),
                 Found::Wait(dir, record) => {
                     if !waited {
-                        tracing::info!(server = %record.server_id, engine = record.engine.as_deref().unwrap_or_default(), "an ACP server another live engine serves: taken up once that engine is gone");
+                        tracing::info!(server = %record.server_id, engine = record.engine.as_deref().unwrap_or_default(), "an ACP server a live engine serves: taken up once that engine is gone");
                     }
                     self.waiting.lock_unpoisoned().insert(dir);
                 }

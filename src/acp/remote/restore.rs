@@ -1,5 +1,5 @@
 //! Which recorded servers this daemon serves: those of a data directory's records whose engine
-//! is gone (or is this one). A record whose engine still lives is that engine's; it *waits*,
+//! is gone. A record whose engine still lives is that engine's; it *waits*,
 //! and is taken up once that engine is gone — a daemon on Postgres that crashed and was
 //! restarted at once starts while its predecessor's lease still runs (up to `--store-lease`),
 //! and must then serve its servers again without another restart. While other engines share
@@ -44,7 +44,8 @@ impl RestoreLock {
 pub enum Found {
     /// Its engine is gone: this daemon serves it.
     Serve(PathBuf, ServerRecord),
-    /// Another live engine serves it: look again once that engine may be gone.
+    /// A live engine serves it (another, or this one while it deletes it): look again once
+    /// that engine may be gone.
     Wait(PathBuf, ServerRecord),
     /// A WebSocket connection's, whose socket is gone with its engine: its sessions end and
     /// its record goes.
@@ -63,10 +64,12 @@ pub fn classify(manager: &SessionManager, dir: PathBuf) -> Found {
             return Found::Nothing;
         }
     };
+    // This engine counts as alive too: a record of its own that a look finds (a server being
+    // deleted, its directory not yet removed) is never served a second time.
     let served_elsewhere = record
         .engine
         .as_deref()
-        .is_some_and(|e| e != manager.engine_id() && manager.engine_alive(e));
+        .is_some_and(|e| manager.engine_alive(e));
     if served_elsewhere {
         return Found::Wait(dir, record);
     }
