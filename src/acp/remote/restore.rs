@@ -66,11 +66,11 @@ pub fn classify(manager: &SessionManager, dir: PathBuf) -> Found {
     };
     // This engine counts as alive too: a record of its own that a look finds (a server being
     // deleted, its directory not yet removed) is never served a second time.
-    let served_elsewhere = record
+    let served_by_a_live_engine = record
         .engine
         .as_deref()
         .is_some_and(|e| manager.engine_alive(e));
-    if served_elsewhere {
+    if served_by_a_live_engine {
         return Found::Wait(dir, record);
     }
     if record.websocket {
