@@ -285,7 +285,7 @@ fn a_version_1_sqlite_database_is_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
     // Version 5 added the webhook outbox.
     let outbox: i64 = conn
         .query_row("SELECT count(*) FROM webhook_outbox", [], |r| r.get(0))
@@ -336,6 +336,7 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
     }
     assert_eq!(append(&store, "old", vec![draft(6)]), 6);
     store.flush().unwrap();
+    let sixth = store.read("old", 5, 6).unwrap().pop().unwrap();
     drop(store);
 
     // The view shows one row per event, old and new alike.
@@ -343,7 +344,7 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
     let rows: Vec<(i64, String, String, Option<String>)> = conn
         .prepare("SELECT sequence, type, event, raw FROM events WHERE session_id = 'old' ORDER BY sequence")
         .unwrap()
@@ -368,6 +369,21 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
             .map(|r| serde_json::from_str::<serde_json::Value>(&r.json()).unwrap());
         assert_eq!(raw, expected_raw, "raw of event {}", want.sequence);
     }
+    // The sixth, written by this build as a compact line, is shown whole by the view.
+    let stored: String = conn
+        .query_row(
+            "SELECT events FROM event_chunks WHERE session_id = 'old' AND first_sequence = 6",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(stored.starts_with("[\n[\""), "{stored}");
+    assert!(stored.len() < sixth.json.len(), "{stored}");
+    let (sequence, event_type, event, _) = &rows[5];
+    assert_eq!((*sequence, event_type.as_str()), (6, "error"));
+    let event: serde_json::Value = serde_json::from_str(event).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(&sixth.json).unwrap();
+    assert_eq!(event, expected);
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! Events as SQLite holds them: a session's events committed together go into chunk rows,
 //! each holding up to [`CHUNK_EVENTS`] events as a JSON array with one event per line (and
 //! their raw lines the same way), because one insert per event cost more than everything
-//! else an event costs. The view `events` shows one row per event for queries.
+//! else an event costs. Each event is a compact line (`compact.rs`: what the row says of it
+//! left out) where it can be, else its whole JSON. The view `events` shows one row per event,
+//! whole, for queries.
 
-use crate::store::{StoreError, StoredEvent};
+use super::compact;
+use crate::store::{StoreError, StoredEvent, StoredRaw};
 
 /// The most events one chunk row holds: a read starting inside a chunk reads it whole.
 const CHUNK_EVENTS: usize = 256;
@@ -64,11 +67,13 @@ impl<'a> Chunks<'a> {
 }
 
 /// Buffers the writer encodes chunks into, reused from chunk to chunk: the writer thread then
-/// allocates nothing per chunk.
+/// allocates nothing per chunk but the session id's JSON.
 #[derive(Default)]
 pub(super) struct ChunkBuffers {
     events: String,
     raws: String,
+    session: String,
+    native: String,
 }
 
 /// A chunk's columns.
@@ -77,21 +82,38 @@ pub(super) struct EncodedChunk<'b> {
     pub last: u64,
     pub events: &'b str,
     pub raws: Option<&'b str>,
+    /// The native session id (JSON) of the chunk's compact lines; `None` when it has none.
+    pub native: Option<&'b str>,
 }
 
-/// Encodes consecutive events as a chunk: `[`, one event per line separated by `,`, `]`.
+/// Encodes consecutive events of `session_id` as a chunk: `[`, one event per line separated
+/// by `,`, `]`; each event as a compact line (`compact.rs`) when it can be, else whole.
 pub(super) fn encode_chunk<'b>(
+    session_id: &str,
     events: &[&StoredEvent],
     buf: &'b mut ChunkBuffers,
 ) -> EncodedChunk<'b> {
+    buf.session = json_string(session_id);
+    let mut native: Option<&str> = None;
     let text = &mut buf.events;
     text.clear();
     text.push('[');
     for (i, e) in events.iter().enumerate() {
         text.push_str(if i == 0 { "\n" } else { ",\n" });
-        text.push_str(&e.json);
+        match compact::parts(&e.json, e.sequence, &buf.session) {
+            // A chunk's compact lines share one native session id: the first one's.
+            Some(parts) if native.is_none_or(|n| n == parts.native) => {
+                native = Some(parts.native);
+                compact::write_line(text, &parts);
+            }
+            _ => text.push_str(&e.json),
+        }
     }
     text.push_str("\n]");
+    buf.native.clear();
+    if let Some(native) = native {
+        buf.native.push_str(native);
+    }
     let has_raws = events.iter().any(|e| e.raw.is_some());
     let raws = &mut buf.raws;
     raws.clear();
@@ -111,6 +133,7 @@ pub(super) fn encode_chunk<'b>(
         last: events.last().map_or(0, |e| e.sequence),
         events: &buf.events,
         raws: has_raws.then_some(buf.raws.as_str()),
+        native: native.is_some().then_some(buf.native.as_str()),
     }
 }
 
@@ -125,35 +148,177 @@ fn chunk_lines(text: &str) -> impl Iterator<Item = &str> {
         .map(|line| line.strip_suffix(',').unwrap_or(line))
 }
 
-/// Decodes the events of one chunk with `after < sequence <= upto` into `out`.
-pub(super) fn decode_chunk(
-    first: u64,
-    last: u64,
-    events: &str,
-    raws: Option<&str>,
-    after: u64,
-    upto: u64,
-    out: &mut Vec<StoredEvent>,
-) -> Result<(), StoreError> {
-    let bad = || {
-        StoreError::Backend(format!(
-            "the stored chunk of events {first}..={last} is not valid"
-        ))
-    };
-    let mut raws = raws.map(chunk_lines);
-    let mut count = 0;
-    for (line, sequence) in chunk_lines(events).zip(first..) {
-        count += 1;
-        let raw = match raws.as_mut() {
-            Some(raws) => Some(raws.next().ok_or_else(bad)?).filter(|r| *r != "null"),
-            None => None,
-        };
-        if sequence > after && sequence <= upto {
-            out.push(StoredEvent::from_stored(sequence, line, raw)?);
+/// A chunk row as read.
+pub(super) struct ChunkRow<'r> {
+    pub first: u64,
+    pub last: u64,
+    pub events: &'r str,
+    pub raws: Option<&'r str>,
+    pub native: Option<&'r str>,
+}
+
+/// Decodes the chunks of one session: its id's JSON and a buffer, made once per read.
+pub(super) struct ChunkReader {
+    session: String,
+    buf: String,
+}
+
+impl ChunkReader {
+    pub fn new(session_id: &str) -> Self {
+        ChunkReader {
+            session: json_string(session_id),
+            buf: String::new(),
         }
     }
-    if first + count - 1 != last || count == 0 {
-        return Err(bad());
+
+    /// Decodes the events of one chunk with `after < sequence <= upto` into `out`.
+    pub fn decode(
+        &mut self,
+        row: &ChunkRow<'_>,
+        after: u64,
+        upto: u64,
+        out: &mut Vec<StoredEvent>,
+    ) -> Result<(), StoreError> {
+        let (first, last) = (row.first, row.last);
+        let bad = || {
+            StoreError::Backend(format!(
+                "the stored chunk of events {first}..={last} is not valid"
+            ))
+        };
+        let mut raws = row.raws.map(chunk_lines);
+        let mut count = 0;
+        for (line, sequence) in chunk_lines(row.events).zip(first..) {
+            count += 1;
+            let raw = match raws.as_mut() {
+                Some(raws) => Some(raws.next().ok_or_else(bad)?).filter(|r| *r != "null"),
+                None => None,
+            };
+            if sequence <= after || sequence > upto {
+                continue;
+            }
+            if line.starts_with('[') {
+                let native = row.native.ok_or_else(bad)?;
+                let (event_type, json) =
+                    compact::read_line(line, sequence, &self.session, native, &mut self.buf)
+                        .ok_or_else(bad)?;
+                out.push(StoredEvent {
+                    sequence,
+                    event_type,
+                    json,
+                    raw: raw.map(|raw| StoredRaw::Json(raw.into())),
+                });
+            } else {
+                out.push(StoredEvent::from_stored(sequence, line, raw)?);
+            }
+        }
+        if first + count - 1 != last || count == 0 {
+            return Err(bad());
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// A string as JSON (as serde_json and the envelope write it).
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::universal::{EventData, EventDraft, ItemDeltaData, RawLine};
+
+    fn stamped(first: u64, count: usize, native: Option<&str>) -> Vec<StoredEvent> {
+        let mut drafts = (0..count)
+            .map(|n| {
+                let data = EventData::ItemDelta(ItemDeltaData {
+                    item_id: "itm_1".into(),
+                    native_item_id: None,
+                    delta: format!("delta {n} \"quoted\"\n"),
+                });
+                let raw = (n % 2 == 0).then(|| Arc::new(RawLine::Text(format!("line {n}"))));
+                EventDraft::from_agent(data, raw)
+            })
+            .collect();
+        StoredEvent::stamp_all(&mut drafts, first, &"t".into(), &"ses \"x\"".into(), native)
+    }
+
+    /// Decodes what `encode_chunk` wrote for `events`, reading `after..=upto`.
+    fn round_trip(events: &[StoredEvent], after: u64, upto: u64) -> (String, Vec<StoredEvent>) {
+        let refs: Vec<&StoredEvent> = events.iter().collect();
+        let mut buffers = ChunkBuffers::default();
+        let chunk = encode_chunk("ses \"x\"", &refs, &mut buffers);
+        let row = ChunkRow {
+            first: chunk.first,
+            last: chunk.last,
+            events: chunk.events,
+            raws: chunk.raws,
+            native: chunk.native,
+        };
+        let mut out = Vec::new();
+        ChunkReader::new("ses \"x\"")
+            .decode(&row, after, upto, &mut out)
+            .unwrap();
+        (chunk.events.to_owned(), out)
+    }
+
+    fn assert_same(read: &[StoredEvent], written: &[StoredEvent]) {
+        assert_eq!(read.len(), written.len());
+        for (got, want) in read.iter().zip(written) {
+            assert_eq!(got.sequence, want.sequence);
+            assert_eq!(got.event_type, want.event_type);
+            assert_eq!(got.json(true), want.json(true), "event {}", want.sequence);
+        }
+    }
+
+    #[test]
+    fn a_chunk_reads_back_byte_for_byte_and_is_smaller() {
+        let events = stamped(41, 10, Some("native-1"));
+        let (text, read) = round_trip(&events, 0, u64::MAX);
+        assert_same(&read, &events);
+        let whole: usize = events.iter().map(|e| e.json.len()).sum();
+        assert!(text.len() * 2 < whole, "{} of {whole} bytes", text.len());
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1..lines.len() - 1].iter().all(|l| l.starts_with('[')),
+            "{text}"
+        );
+        // A part of it.
+        let (_, read) = round_trip(&events, 43, 47);
+        assert_same(&read, &events[3..7]);
+    }
+
+    #[test]
+    fn events_of_another_native_session_id_stay_whole() {
+        // Written before and after the agent said its session id: one chunk, two ids.
+        let mut events = stamped(1, 3, None);
+        events.extend(stamped(4, 3, Some("native-1")));
+        let (text, read) = round_trip(&events, 0, u64::MAX);
+        assert_same(&read, &events);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1..4].iter().all(|l| l.starts_with('[')), "{text}");
+        assert!(lines[4..7].iter().all(|l| l.starts_with('{')), "{text}");
+    }
+
+    #[test]
+    fn a_compact_line_without_the_chunks_native_id_is_an_error() {
+        let events = stamped(1, 2, None);
+        let refs: Vec<&StoredEvent> = events.iter().collect();
+        let mut buffers = ChunkBuffers::default();
+        let chunk = encode_chunk("ses \"x\"", &refs, &mut buffers);
+        assert_eq!(chunk.native, Some("null"));
+        let row = ChunkRow {
+            first: 1,
+            last: 2,
+            events: chunk.events,
+            raws: chunk.raws,
+            native: None,
+        };
+        let error = ChunkReader::new("ses \"x\"")
+            .decode(&row, 0, 2, &mut Vec::new())
+            .unwrap_err();
+        assert!(error.to_string().contains("is not valid"), "{error}");
+    }
 }

@@ -17,13 +17,14 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 mod checkpoint;
 mod chunk;
+mod compact;
 mod leases;
 mod outbox;
 mod schema;
 mod shared;
 
 use checkpoint::Checkpointer;
-use chunk::{decode_chunk, encode_chunk, ChunkBuffers, Chunks};
+use chunk::{encode_chunk, ChunkBuffers, ChunkReader, ChunkRow, Chunks};
 use outbox::SqliteOutbox;
 use schema::{migrate, migration_lock};
 
@@ -150,7 +151,7 @@ fn open_writer(path: &Path) -> Result<Connection, StoreError> {
          PRAGMA journal_size_limit={WAL_KEPT};"
     ))
     .map_err(|e| open_error(path, e))?;
-    migrate(&conn).map_err(|e| open_error(path, e))?;
+    migrate(&conn, path).map_err(|e| open_error(path, e))?;
     Ok(conn)
 }
 
@@ -311,12 +312,12 @@ impl BatchWriter for SqliteWriter {
             let mut insert = tx
                 .prepare_cached(
                     "INSERT INTO event_chunks \
-                     (session_id, last_sequence, first_sequence, events, raws) \
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                     (session_id, last_sequence, first_sequence, events, raws, native) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
                 .map_err(sql_error)?;
             chunks.write(|session_id, events| {
-                let chunk = encode_chunk(events, &mut self.buffers);
+                let chunk = encode_chunk(session_id, events, &mut self.buffers);
                 bytes += chunk.events.len() + chunk.raws.map_or(0, str::len);
                 insert
                     .execute(params![
@@ -325,6 +326,7 @@ impl BatchWriter for SqliteWriter {
                         to_i64(chunk.first, "sequence")?,
                         chunk.events,
                         chunk.raws,
+                        chunk.native,
                     ])
                     .map_err(sql_error)?;
                 Ok(())
@@ -409,7 +411,7 @@ impl StoreReader for SqliteReader {
         self.with_conn(|conn| {
             let mut select = conn
                 .prepare_cached(
-                    "SELECT first_sequence, last_sequence, events, raws FROM event_chunks \
+                    "SELECT first_sequence, last_sequence, events, raws, native FROM event_chunks \
                      WHERE session_id = ?1 AND last_sequence > ?2 ORDER BY last_sequence",
                 )
                 .map_err(sql_error)?;
@@ -417,6 +419,7 @@ impl StoreReader for SqliteReader {
                 .query(params![session_id, after_i])
                 .map_err(sql_error)?;
             let mut events = Vec::new();
+            let mut chunks = ChunkReader::new(session_id);
             while let Some(row) = rows.next().map_err(sql_error)? {
                 let first = to_u64(row.get(0).map_err(sql_error)?, "sequence")?;
                 if first > upto {
@@ -429,9 +432,14 @@ impl StoreReader for SqliteReader {
                         .as_str_or_null()
                         .map_err(|e| StoreError::Backend(format!("SQLite: {e}")))
                 };
-                let text = column(2)?.unwrap_or("");
-                let raws = column(3)?;
-                decode_chunk(first, last, text, raws, after, upto, &mut events)?;
+                let chunk = ChunkRow {
+                    first,
+                    last,
+                    events: column(2)?.unwrap_or(""),
+                    raws: column(3)?,
+                    native: column(4)?,
+                };
+                chunks.decode(&chunk, after, upto, &mut events)?;
             }
             Ok(events)
         })

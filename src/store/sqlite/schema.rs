@@ -13,8 +13,8 @@ use crate::store::StoreError;
 /// `sessions.owner`, 3 stores events in chunks (with a view `events` of one row per event),
 /// 4 dropped `sessions.next_item` (written, never read: ids go on after the log's last), 5
 /// added the webhook outbox (`outbox.rs`), 6 the engines sharing the file and the inbox
-/// (`shared.rs`).
-const SCHEMA_VERSION: i64 = 6;
+/// (`shared.rs`), 7 compact event lines in chunks (`compact.rs`).
+const SCHEMA_VERSION: i64 = 7;
 const SCHEMA_V1: &str = "
 CREATE TABLE sessions (
     session_id          TEXT PRIMARY KEY NOT NULL,
@@ -101,6 +101,66 @@ CREATE INDEX inbox_by_state ON inbox (state, session_id);
 CREATE INDEX sessions_by_owner ON sessions (owner) WHERE owner <> '';
 ";
 
+/// Version 6 → 7: a chunk's events may be compact lines (`compact.rs`), which leave out what
+/// the row says, the native session id among it: `native` (its JSON; NULL for a chunk of
+/// whole events only, as every chunk before). The view puts each compact event back whole;
+/// the events already stored stay as they are.
+const MIGRATE_V7: &str = "
+ALTER TABLE event_chunks ADD COLUMN native TEXT;
+DROP VIEW events;
+CREATE VIEW events (session_id, sequence, type, event, raw) AS
+    SELECT c.session_id, c.first_sequence + e.key,
+        CASE e.type WHEN 'array' THEN e.value ->> 2 ELSE e.value ->> '$.type' END,
+        CASE e.type WHEN 'array' THEN json_object(
+            'event_id', 'evt_' || (c.first_sequence + e.key),
+            'sequence', c.first_sequence + e.key,
+            'time', e.value -> 0,
+            'session_id', c.session_id,
+            'native_session_id', json(c.native),
+            'synthetic', e.value -> 1,
+            'source', CASE e.value ->> 1 WHEN 1 THEN 'daemon' ELSE 'agent' END,
+            'type', e.value ->> 2,
+            'data', e.value -> 3,
+            'raw', NULL)
+        ELSE e.value END,
+        c.raws -> e.key
+    FROM event_chunks c, json_each(c.events) e;
+";
+
+/// Refuses to upgrade a version-6 database while engines of that version use it (many
+/// processes share one file since version 6): they would read the compact lines of version 7
+/// as broken events. They are asked to stop first, by name; dead ones (their lease let go)
+/// do not count.
+fn refuse_under_live_engines(conn: &Connection, path: &Path) -> Result<(), String> {
+    let leases = super::leases::LeaseDir::beside(path).map_err(|e| e.to_string())?;
+    let mut select = conn
+        .prepare("SELECT engine_id, pid, command FROM engines ORDER BY started_at")
+        .map_err(|e| e.to_string())?;
+    let engines = select
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })
+        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| e.to_string())?;
+    let live: Vec<String> = engines
+        .into_iter()
+        .filter(|(id, _, _)| leases.alive(id).unwrap_or(true))
+        .map(|(_, pid, command)| format!("pid {pid} ({command})"))
+        .collect();
+    if live.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "an older codebuffd still uses it: {}; stop it first: this codebuffd upgrades the \
+         file to schema version {SCHEMA_VERSION}, which stores events in a form older ones cannot read",
+        live.join(", ")
+    ))
+}
+
 /// Held while a process creates or upgrades the database's schema: `<db>.migrate.lock`.
 pub(super) fn migration_lock(path: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, StoreError> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -125,8 +185,9 @@ fn schema_version(conn: &Connection) -> Result<i64, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Creates the schema in a new database, upgrades an older one, or checks the version.
-pub(super) fn migrate(conn: &Connection) -> Result<(), String> {
+/// Creates the schema in a new database (at `path`), upgrades an older one, or checks the
+/// version.
+pub(super) fn migrate(conn: &Connection, path: &Path) -> Result<(), String> {
     match schema_version(conn)? {
         SCHEMA_VERSION => Ok(()),
         newer if newer > SCHEMA_VERSION => Err(format!(
@@ -135,7 +196,7 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), String> {
         _ => {
             conn.execute_batch("BEGIN IMMEDIATE")
                 .map_err(|e| e.to_string())?;
-            match upgrade(conn) {
+            match upgrade(conn, path) {
                 Ok(()) => conn.execute_batch("COMMIT").map_err(|e| e.to_string()),
                 Err(e) => {
                     let _ = conn.execute_batch("ROLLBACK");
@@ -147,7 +208,7 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), String> {
 }
 
 /// Brings the schema to `SCHEMA_VERSION`, inside the caller's write transaction.
-fn upgrade(conn: &Connection) -> Result<(), String> {
+fn upgrade(conn: &Connection, path: &Path) -> Result<(), String> {
     // Read again under the write lock: another process may have upgraded meanwhile.
     let mut version = schema_version(conn)?;
     if version == 0 {
@@ -187,6 +248,11 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
         conn.execute_batch(MIGRATE_V6).map_err(|e| e.to_string())?;
         version = 6;
     }
+    if version == 6 {
+        refuse_under_live_engines(conn, path)?;
+        conn.execute_batch(MIGRATE_V7).map_err(|e| e.to_string())?;
+        version = 7;
+    }
     if version != SCHEMA_VERSION {
         return Err(format!(
             "its schema version {version} is newer than this codebuffd supports ({SCHEMA_VERSION})"
@@ -194,4 +260,62 @@ fn upgrade(conn: &Connection) -> Result<(), String> {
     }
     conn.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A scratch directory, removed when dropped (also when a test fails).
+    struct Scratch(std::path::PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Takes a new file back to version 6: the chunks without `native`, the view of then.
+    fn as_version_6(conn: &Connection) {
+        conn.execute_batch(
+            "DROP VIEW events;
+             ALTER TABLE event_chunks DROP COLUMN native;
+             CREATE VIEW events (session_id, sequence, type, event, raw) AS
+                 SELECT c.session_id, c.first_sequence + e.key, e.value ->> '$.type', e.value,
+                     c.raws -> e.key
+                 FROM event_chunks c, json_each(c.events) e;
+             PRAGMA user_version = 6;",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_version_6_file_is_not_upgraded_while_an_engine_of_then_uses_it() {
+        let scratch = Scratch(
+            std::env::temp_dir().join(format!("codebuffd-schema-{}", uuid::Uuid::new_v4())),
+        );
+        std::fs::create_dir_all(&scratch.0).unwrap();
+        let path = scratch.0.join("codebuffd.db");
+        let conn = Connection::open(&path).unwrap();
+        migrate(&conn, &path).unwrap();
+        as_version_6(&conn);
+        let live = uuid::Uuid::new_v4().to_string();
+        let dead = uuid::Uuid::new_v4().to_string();
+        for (id, pid) in [(&live, 4242), (&dead, 4343)] {
+            conn.execute(
+                "INSERT INTO engines VALUES (?1, 'inst', ?2, 'acp', NULL, 0)",
+                rusqlite::params![id, pid],
+            )
+            .unwrap();
+        }
+        let leases = super::super::leases::LeaseDir::beside(&path).unwrap();
+        let held = leases.hold(&live).unwrap();
+        let error = migrate(&conn, &path).unwrap_err();
+        assert!(error.contains("pid 4242 (acp)"), "{error}");
+        assert!(!error.contains("4343"), "a dead engine counts: {error}");
+        assert_eq!(schema_version(&conn).unwrap(), 6, "left as it was");
+        drop(held);
+        migrate(&conn, &path).unwrap();
+        assert_eq!(schema_version(&conn).unwrap(), SCHEMA_VERSION);
+    }
 }

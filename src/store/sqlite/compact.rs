@@ -1,0 +1,279 @@
+//! The compact line form of an event in a SQLite chunk (schema 7): what the chunk row already
+//! says is left out, and put back, byte for byte, when the line is read.
+//!
+//! Why: an item delta of ~20 bytes of text was ~310 bytes of envelope JSON, written twice to
+//! the disk (the WAL, then the checkpoint), and the storage's writes were a third of the
+//! daemon's CPU in a flood. Of an envelope (`universal/envelope.rs`, laid out as
+//! `{"event_id":"evt_<n>","sequence":<n>,"time":<t>,"session_id":<s>,"native_session_id":<v>,
+//! "synthetic":<b>,"source":<x>,"type":"<type>","data":<data>,"raw":null}`), the sequence is
+//! the line's place in its chunk, the session is the chunk's, the native session id is
+//! the chunk's `native` column and the source follows from `synthetic`. A compact line keeps the
+//! rest, as a JSON array (so the chunk stays a JSON array and the view `events` can show it):
+//!
+//! `[<t>,<b>,"<type>",<data>]`
+//!
+//! with `<t>` and `<data>` the envelope's own text. An event whose text is not laid out so, or
+//! whose native session id is not the chunk's, is stored whole (a line starting with `{`, as
+//! schema 6 stored every event), so a chunk may mix the two and old chunks need no rewrite.
+
+use std::sync::Arc;
+
+/// What an event's text holds beyond what its chunk row says.
+#[derive(Debug, PartialEq)]
+pub(super) struct Parts<'a> {
+    /// The `time` member's JSON string, quotes included.
+    pub time: &'a str,
+    /// The `native_session_id` member's JSON (`null` or a string).
+    pub native: &'a str,
+    pub synthetic: bool,
+    pub event_type: &'a str,
+    /// The `data` member's JSON.
+    pub data: &'a str,
+}
+
+const EVENT_ID: &str = "{\"event_id\":\"evt_";
+const SEQUENCE: &str = "\",\"sequence\":";
+const TIME: &str = ",\"time\":";
+const SESSION: &str = ",\"session_id\":";
+const NATIVE: &str = ",\"native_session_id\":";
+const BY_DAEMON: &str = ",\"synthetic\":true,\"source\":\"daemon\",\"type\":\"";
+const BY_AGENT: &str = ",\"synthetic\":false,\"source\":\"agent\",\"type\":\"";
+const DATA: &str = "\",\"data\":";
+const NO_RAW: &str = ",\"raw\":null}";
+
+/// The parts of an event's stored text, when it is the envelope of `sequence` in the session
+/// whose id is the JSON string `session`; `None` for text laid out otherwise.
+pub(super) fn parts<'a>(json: &'a str, sequence: u64, session: &str) -> Option<Parts<'a>> {
+    let mut digits = Digits::default();
+    let n = digits.of(sequence);
+    let rest = json
+        .strip_prefix(EVENT_ID)?
+        .strip_prefix(n)?
+        .strip_prefix(SEQUENCE)?
+        .strip_prefix(n)?
+        .strip_prefix(TIME)?;
+    let (time, rest) = json_string(rest)?;
+    let rest = rest
+        .strip_prefix(SESSION)?
+        .strip_prefix(session)?
+        .strip_prefix(NATIVE)?;
+    let (native, rest) = match rest.strip_prefix("null") {
+        Some(rest) => ("null", rest),
+        None => json_string(rest)?,
+    };
+    let (synthetic, rest) = match rest.strip_prefix(BY_DAEMON) {
+        Some(rest) => (true, rest),
+        None => (false, rest.strip_prefix(BY_AGENT)?),
+    };
+    let (event_type, rest) = rest.split_once('"')?;
+    let data = rest.strip_prefix(&DATA[1..])?.strip_suffix(NO_RAW)?;
+    // Only a type the reader knows, and data that is something (the reader checks no more).
+    crate::universal::known_event_type(event_type)?;
+    (!data.is_empty()).then_some(Parts {
+        time,
+        native,
+        synthetic,
+        event_type,
+        data,
+    })
+}
+
+/// Appends the compact line of `parts` to `out`.
+pub(super) fn write_line(out: &mut String, parts: &Parts<'_>) {
+    out.push('[');
+    out.push_str(parts.time);
+    out.push_str(if parts.synthetic {
+        ",true,\""
+    } else {
+        ",false,\""
+    });
+    out.push_str(parts.event_type);
+    out.push_str("\",");
+    out.push_str(parts.data);
+    out.push(']');
+}
+
+/// The event's text from its compact `line` at `sequence` in a chunk of the session whose id
+/// is the JSON string `session`, with the chunk's `native` session id (JSON), written through
+/// `buf`; with its type. `None` when the line is not a compact line.
+pub(super) fn read_line(
+    line: &str,
+    sequence: u64,
+    session: &str,
+    native: &str,
+    buf: &mut String,
+) -> Option<(&'static str, Arc<str>)> {
+    let (time, rest) = json_string(line.strip_prefix('[')?)?;
+    let (synthetic, rest) = match rest.strip_prefix(",true,\"") {
+        Some(rest) => (true, rest),
+        None => (false, rest.strip_prefix(",false,\"")?),
+    };
+    let (event_type, rest) = rest.split_once('"')?;
+    let event_type = crate::universal::known_event_type(event_type)?;
+    let data = rest.strip_prefix(',')?.strip_suffix(']')?;
+    if data.is_empty() {
+        return None;
+    }
+    let mut digits = Digits::default();
+    let n = digits.of(sequence);
+    buf.clear();
+    for piece in [
+        EVENT_ID, n, SEQUENCE, n, TIME, time, SESSION, session, NATIVE, native,
+    ] {
+        buf.push_str(piece);
+    }
+    buf.push_str(if synthetic { BY_DAEMON } else { BY_AGENT });
+    buf.push_str(event_type);
+    buf.push_str(DATA);
+    buf.push_str(data);
+    buf.push_str(NO_RAW);
+    Some((event_type, Arc::from(buf.as_str())))
+}
+
+/// The JSON string at the start of `text` (quotes included) and what follows it.
+fn json_string(text: &str) -> Option<(&str, &str)> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'"') {
+        return None;
+    }
+    let mut at = 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            // Both are ASCII: the split is at a character boundary.
+            b'"' => return Some(text.split_at(at + 1)),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// A number's decimal digits, without allocating.
+#[derive(Default)]
+struct Digits([u8; 20]);
+
+impl Digits {
+    fn of(&mut self, mut n: u64) -> &str {
+        let mut at = self.0.len();
+        loop {
+            at -= 1;
+            self.0[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        // ASCII digits.
+        std::str::from_utf8(&self.0[at..]).unwrap_or("0")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoredEvent;
+    use crate::universal::{
+        ErrorData, EventData, EventDraft, ItemDeltaData, RawLine, TurnData, TurnPhase,
+    };
+
+    fn drafts() -> Vec<EventDraft> {
+        vec![
+            EventDraft::from_agent(
+                EventData::ItemDelta(ItemDeltaData {
+                    item_id: "itm_7".into(),
+                    native_item_id: Some("n\"1".into()),
+                    delta: "a \"type\":\"turn.ended\" ]\nline é \u{1} \\".into(),
+                }),
+                Some(Arc::new(RawLine::Text("raw".into()))),
+            ),
+            EventDraft::synthetic(EventData::TurnStarted(Box::new(TurnData {
+                phase: TurnPhase::Started,
+                turn_id: Some("turn_1".into()),
+                metadata: None,
+            }))),
+            EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
+                message: "boom".into(),
+                code: None,
+                details: Some(serde_json::json!({"k": [1, "two", null]})),
+            }))),
+        ]
+    }
+
+    fn session_json(id: &str) -> String {
+        serde_json::to_string(id).unwrap()
+    }
+
+    #[test]
+    fn a_compact_line_reads_back_as_the_envelope_byte_for_byte() {
+        for (time, session, native) in [
+            ("2026-01-01T00:00:00.000000Z", "ses_1", None),
+            ("t\"1\\", "s\\é\n\"", Some("nat\"ive")),
+        ] {
+            for first in [0u64, 1, 9, 10, 999, u64::MAX - 3] {
+                let mut drafts = drafts();
+                let time: Arc<str> = time.into();
+                let id: Arc<str> = session.into();
+                let stored = StoredEvent::stamp_all(&mut drafts, first, &time, &id, native);
+                let session = session_json(session);
+                for event in &stored {
+                    let parts = parts(&event.json, event.sequence, &session).unwrap();
+                    assert_eq!(parts.event_type, event.event_type);
+                    let mut line = String::new();
+                    write_line(&mut line, &parts);
+                    assert!(line.len() < event.json.len());
+                    let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+                    assert_eq!(value[2], event.event_type, "{line}");
+                    let mut buf = String::new();
+                    let (event_type, json) =
+                        read_line(&line, event.sequence, &session, parts.native, &mut buf).unwrap();
+                    assert_eq!(event_type, event.event_type);
+                    assert_eq!(&*json, &*event.json);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn text_laid_out_otherwise_has_no_parts() {
+        let mut drafts = drafts();
+        let stored = StoredEvent::stamp_all(&mut drafts, 5, &"t".into(), &"ses".into(), Some("n"));
+        let json = &stored[0].json;
+        let session = session_json("ses");
+        assert!(parts(json, 5, &session).is_some());
+        // Another sequence or session, or text that is not the envelope.
+        assert!(parts(json, 6, &session).is_none());
+        assert!(parts(json, 50, &session).is_none());
+        assert!(parts(json, 5, &session_json("other")).is_none());
+        assert!(parts(&json.replace(",\"raw\":null}", "}"), 5, &session).is_none());
+        assert!(parts(&json.replace("item.delta", "item.unknown"), 5, &session).is_none());
+        assert!(parts("{}", 5, &session).is_none());
+        assert!(parts(&json[..json.len() - 1], 5, &session).is_none());
+    }
+
+    #[test]
+    fn a_line_that_is_not_compact_is_refused() {
+        let mut buf = String::new();
+        for line in [
+            "",
+            "[",
+            "[\"t\",true,\"item.delta\",]",
+            "[\"t\",maybe,\"item.delta\",{}]",
+            "[\"t\",true,\"no.such.type\",{}]",
+            "[\"t,true,\"item.delta\",{}]",
+            "{\"event_id\":\"evt_1\"}",
+        ] {
+            assert!(
+                read_line(line, 1, "\"s\"", "null", &mut buf).is_none(),
+                "{line}"
+            );
+        }
+        assert!(read_line(
+            "[\"t\",true,\"item.delta\",{}]",
+            1,
+            "\"s\"",
+            "null",
+            &mut buf
+        )
+        .is_some());
+    }
+}
