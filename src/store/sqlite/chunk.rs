@@ -95,16 +95,18 @@ pub(super) fn encode_chunk<'b>(
 ) -> EncodedChunk<'b> {
     buf.session = json_string(session_id);
     let mut native: Option<&str> = None;
+    let mut previous = None;
     let text = &mut buf.events;
     text.clear();
     text.push('[');
     for (i, e) in events.iter().enumerate() {
         text.push_str(if i == 0 { "\n" } else { ",\n" });
-        match compact::parts(&e.json, e.sequence, &buf.session) {
+        match compact::parts(&e.json, e.sequence, &buf.session, previous.as_ref()) {
             // A chunk's compact lines share one native session id: the first one's.
             Some(parts) if native.is_none_or(|n| n == parts.native) => {
                 native = Some(parts.native);
                 compact::write_line(text, &parts);
+                previous = Some(parts);
             }
             _ => text.push_str(&e.json),
         }
@@ -300,6 +302,29 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[1..4].iter().all(|l| l.starts_with('[')), "{text}");
         assert!(lines[4..7].iter().all(|l| l.starts_with('{')), "{text}");
+    }
+
+    #[test]
+    fn events_of_appends_at_other_times_keep_their_own() {
+        // One time a prefix of the other's: each event keeps the time it was appended at.
+        let stamp = |first, time: &str| {
+            let mut drafts = (0..3)
+                .map(|_| {
+                    EventDraft::synthetic(EventData::ItemDelta(ItemDeltaData {
+                        item_id: "itm_1".into(),
+                        native_item_id: None,
+                        delta: "d".into(),
+                    }))
+                })
+                .collect();
+            StoredEvent::stamp_all(&mut drafts, first, &time.into(), &"ses \"x\"".into(), None)
+        };
+        let mut events = stamp(1, "2026-01-01T00:00:00.1Z");
+        events.extend(stamp(4, "2026-01-01T00:00:00.12Z"));
+        events.extend(stamp(7, "2026-01-01T00:00:00.1Z"));
+        let (text, read) = round_trip(&events, 0, u64::MAX);
+        assert_same(&read, &events);
+        assert_eq!(text.matches(".12Z").count(), 3, "{text}");
     }
 
     #[test]

@@ -42,8 +42,15 @@ const DATA: &str = "\",\"data\":";
 const NO_RAW: &str = ",\"raw\":null}";
 
 /// The parts of an event's stored text, when it is the envelope of `sequence` in the session
-/// whose id is the JSON string `session`; `None` for text laid out otherwise.
-pub(super) fn parts<'a>(json: &'a str, sequence: u64, session: &str) -> Option<Parts<'a>> {
+/// whose id is the JSON string `session`; `None` for text laid out otherwise. `previous`, the
+/// parts of the event before it, spares scanning a time and native session id that repeat
+/// (an append stamps all its events with one time; a session's id rarely changes).
+pub(super) fn parts<'a>(
+    json: &'a str,
+    sequence: u64,
+    session: &str,
+    previous: Option<&Parts<'a>>,
+) -> Option<Parts<'a>> {
     let mut digits = Digits::default();
     let n = digits.of(sequence);
     let rest = json
@@ -52,14 +59,21 @@ pub(super) fn parts<'a>(json: &'a str, sequence: u64, session: &str) -> Option<P
         .strip_prefix(SEQUENCE)?
         .strip_prefix(n)?
         .strip_prefix(TIME)?;
-    let (time, rest) = json_string(rest)?;
+    // A JSON string ends at its first unescaped quote: text that starts with a whole JSON
+    // string holds that string, and what follows it is checked as usual.
+    let (time, rest) = match previous.and_then(|p| Some((p.time, rest.strip_prefix(p.time)?))) {
+        Some(repeated) => repeated,
+        None => json_string(rest)?,
+    };
     let rest = rest
         .strip_prefix(SESSION)?
         .strip_prefix(session)?
         .strip_prefix(NATIVE)?;
-    let (native, rest) = match rest.strip_prefix("null") {
-        Some(rest) => ("null", rest),
-        None => json_string(rest)?,
+    let repeated = previous.and_then(|p| Some((p.native, rest.strip_prefix(p.native)?)));
+    let (native, rest) = match (repeated, rest.strip_prefix("null")) {
+        (Some(repeated), _) => repeated,
+        (None, Some(rest)) => ("null", rest),
+        (None, None) => json_string(rest)?,
     };
     let (synthetic, rest) = match rest.strip_prefix(BY_DAEMON) {
         Some(rest) => (true, rest),
@@ -137,12 +151,16 @@ fn json_string(text: &str) -> Option<(&str, &str)> {
         return None;
     }
     let mut at = 1;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'\\' => at += 2,
-            // Both are ASCII: the split is at a character boundary.
-            b'"' => return Some(text.split_at(at + 1)),
-            _ => at += 1,
+    while let Some(found) = memchr::memchr2(b'"', b'\\', &bytes[at..]) {
+        at += found;
+        if bytes[at] == b'"' {
+            // ASCII: the split is at a character boundary.
+            return Some(text.split_at(at + 1));
+        }
+        // A backslash escapes the byte after it.
+        at += 2;
+        if at >= bytes.len() {
+            return None;
         }
     }
     None
@@ -216,7 +234,7 @@ mod tests {
                 let stored = StoredEvent::stamp_all(&mut drafts, first, &time, &id, native);
                 let session = session_json(session);
                 for event in &stored {
-                    let parts = parts(&event.json, event.sequence, &session).unwrap();
+                    let parts = parts(&event.json, event.sequence, &session, None).unwrap();
                     assert_eq!(parts.event_type, event.event_type);
                     let mut line = String::new();
                     write_line(&mut line, &parts);
@@ -239,15 +257,44 @@ mod tests {
         let stored = StoredEvent::stamp_all(&mut drafts, 5, &"t".into(), &"ses".into(), Some("n"));
         let json = &stored[0].json;
         let session = session_json("ses");
-        assert!(parts(json, 5, &session).is_some());
+        assert!(parts(json, 5, &session, None).is_some());
         // Another sequence or session, or text that is not the envelope.
-        assert!(parts(json, 6, &session).is_none());
-        assert!(parts(json, 50, &session).is_none());
-        assert!(parts(json, 5, &session_json("other")).is_none());
-        assert!(parts(&json.replace(",\"raw\":null}", "}"), 5, &session).is_none());
-        assert!(parts(&json.replace("item.delta", "item.unknown"), 5, &session).is_none());
-        assert!(parts("{}", 5, &session).is_none());
-        assert!(parts(&json[..json.len() - 1], 5, &session).is_none());
+        assert!(parts(json, 6, &session, None).is_none());
+        assert!(parts(json, 50, &session, None).is_none());
+        assert!(parts(json, 5, &session_json("other"), None).is_none());
+        assert!(parts(&json.replace(",\"raw\":null}", "}"), 5, &session, None).is_none());
+        assert!(parts(
+            &json.replace("item.delta", "item.unknown"),
+            5,
+            &session,
+            None
+        )
+        .is_none());
+        assert!(parts("{}", 5, &session, None).is_none());
+        assert!(parts(&json[..json.len() - 1], 5, &session, None).is_none());
+    }
+
+    #[test]
+    fn the_previous_events_parts_are_taken_only_where_they_repeat() {
+        let stamp = |first, time: &str, native: Option<&str>| {
+            let mut drafts = drafts();
+            StoredEvent::stamp_all(&mut drafts, first, &time.into(), &"s".into(), native)
+        };
+        let session = session_json("s");
+        let a = stamp(1, "t\"1", Some("n\"1"));
+        let before = parts(&a[0].json, 1, &session, None).unwrap();
+        let same = parts(&a[1].json, 2, &session, Some(&before)).unwrap();
+        assert_eq!(same, parts(&a[1].json, 2, &session, None).unwrap());
+        for (time, native) in [
+            ("t\"12", Some("n\"1")),
+            ("t\"1", Some("n\"12")),
+            ("t\"1", None),
+        ] {
+            let b = stamp(9, time, native);
+            let hinted = parts(&b[0].json, 9, &session, Some(&before)).unwrap();
+            assert_eq!(hinted, parts(&b[0].json, 9, &session, None).unwrap());
+            assert_eq!(hinted.time, serde_json::to_string(time).unwrap());
+        }
     }
 
     #[test]
