@@ -76,37 +76,44 @@ fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&digits[at..]);
 }
 
+/// Drafts whose envelopes exercise the writer: escapes in every string, a line break, a
+/// control character, text that looks like the envelope's own keys, both sources (shared by
+/// the tests of what reads envelopes back, e.g. SQLite's compact lines).
+#[cfg(test)]
+pub(crate) fn sample_drafts() -> Vec<crate::universal::EventDraft> {
+    use crate::universal::{
+        ErrorData, EventData, EventDraft, ItemDeltaData, RawLine, TurnData, TurnPhase,
+    };
+    vec![
+        EventDraft::from_agent(
+            EventData::ItemDelta(ItemDeltaData {
+                item_id: "itm_7".into(),
+                native_item_id: Some("n\"1".into()),
+                delta: "a \"type\":\"turn.ended\" ]\nline é \u{1} \\".into(),
+            }),
+            Some(std::sync::Arc::new(RawLine::Text("raw".into()))),
+        ),
+        EventDraft::synthetic(EventData::TurnStarted(Box::new(TurnData {
+            phase: TurnPhase::Started,
+            turn_id: Some("turn_1".into()),
+            metadata: None,
+        }))),
+        EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
+            message: "boom".into(),
+            code: None,
+            details: Some(serde_json::json!({"k": [1, "two", null]})),
+        }))),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::universal::{
-        ErrorData, EventData, EventDraft, ItemDeltaData, RawLine, TurnData, TurnPhase,
-        UniversalEvent,
-    };
-    use std::sync::Arc;
+    use crate::universal::{EventData, EventDraft, UniversalEvent};
 
     #[test]
     fn the_written_envelope_is_the_serialized_event() {
-        let drafts = [
-            EventDraft::from_agent(
-                EventData::ItemDelta(ItemDeltaData {
-                    item_id: "itm_7".into(),
-                    native_item_id: Some("n\"1".into()),
-                    delta: "a \"quote\"\nline é \u{1}".into(),
-                }),
-                Some(Arc::new(RawLine::Text("raw".into()))),
-            ),
-            EventDraft::synthetic(EventData::TurnStarted(Box::new(TurnData {
-                phase: TurnPhase::Started,
-                turn_id: Some("turn_1".into()),
-                metadata: None,
-            }))),
-            EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
-                message: "boom".into(),
-                code: None,
-                details: Some(serde_json::json!({"k": [1, "two", null]})),
-            }))),
-        ];
+        let drafts = sample_drafts();
         for (time, session, native) in [
             ("2026-01-01T00:00:00.000000Z", "ses", None),
             ("t\"1", "s\\é\n", Some("nat\"ive")),

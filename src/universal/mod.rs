@@ -30,6 +30,8 @@ pub use data::{
     TurnPhase, TurnStatus,
 };
 pub use diff::unified_diff;
+#[cfg(test)]
+pub(crate) use envelope::sample_drafts;
 pub use envelope::Envelope;
 pub use event::{
     known_event_type, EventData, EventDraft, EventSource, EventView, Payload, RawLine,

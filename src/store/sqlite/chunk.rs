@@ -76,23 +76,13 @@ pub(super) struct ChunkBuffers {
     native: String,
 }
 
-/// A chunk's columns.
-pub(super) struct EncodedChunk<'b> {
-    pub first: u64,
-    pub last: u64,
-    pub events: &'b str,
-    pub raws: Option<&'b str>,
-    /// The native session id (JSON) of the chunk's compact lines; `None` when it has none.
-    pub native: Option<&'b str>,
-}
-
 /// Encodes consecutive events of `session_id` as a chunk: `[`, one event per line separated
 /// by `,`, `]`; each event as a compact line (`compact.rs`) when it can be, else whole.
 pub(super) fn encode_chunk<'b>(
     session_id: &str,
     events: &[&StoredEvent],
     buf: &'b mut ChunkBuffers,
-) -> EncodedChunk<'b> {
+) -> ChunkRow<'b> {
     buf.session = json_string(session_id);
     let mut native: Option<&str> = None;
     let mut previous = None;
@@ -130,7 +120,7 @@ pub(super) fn encode_chunk<'b>(
         }
         raws.push_str("\n]");
     }
-    EncodedChunk {
+    ChunkRow {
         first: events.first().map_or(0, |e| e.sequence),
         last: events.last().map_or(0, |e| e.sequence),
         events: &buf.events,
@@ -150,12 +140,13 @@ fn chunk_lines(text: &str) -> impl Iterator<Item = &str> {
         .map(|line| line.strip_suffix(',').unwrap_or(line))
 }
 
-/// A chunk row as read.
+/// A chunk row's columns, as written or read.
 pub(super) struct ChunkRow<'r> {
     pub first: u64,
     pub last: u64,
     pub events: &'r str,
     pub raws: Option<&'r str>,
+    /// The native session id (JSON) of the chunk's compact lines; `None` when it has none.
     pub native: Option<&'r str>,
 }
 
@@ -252,16 +243,9 @@ mod tests {
         let refs: Vec<&StoredEvent> = events.iter().collect();
         let mut buffers = ChunkBuffers::default();
         let chunk = encode_chunk("ses \"x\"", &refs, &mut buffers);
-        let row = ChunkRow {
-            first: chunk.first,
-            last: chunk.last,
-            events: chunk.events,
-            raws: chunk.raws,
-            native: chunk.native,
-        };
         let mut out = Vec::new();
         ChunkReader::new("ses \"x\"")
-            .decode(&row, after, upto, &mut out)
+            .decode(&chunk, after, upto, &mut out)
             .unwrap();
         (chunk.events.to_owned(), out)
     }
@@ -335,11 +319,8 @@ mod tests {
         let chunk = encode_chunk("ses \"x\"", &refs, &mut buffers);
         assert_eq!(chunk.native, Some("null"));
         let row = ChunkRow {
-            first: 1,
-            last: 2,
-            events: chunk.events,
-            raws: chunk.raws,
             native: None,
+            ..chunk
         };
         let error = ChunkReader::new("ses \"x\"")
             .decode(&row, 0, 2, &mut Vec::new())

@@ -190,31 +190,10 @@ impl Digits {
 mod tests {
     use super::*;
     use crate::store::StoredEvent;
-    use crate::universal::{
-        ErrorData, EventData, EventDraft, ItemDeltaData, RawLine, TurnData, TurnPhase,
-    };
+    use crate::universal::EventDraft;
 
     fn drafts() -> Vec<EventDraft> {
-        vec![
-            EventDraft::from_agent(
-                EventData::ItemDelta(ItemDeltaData {
-                    item_id: "itm_7".into(),
-                    native_item_id: Some("n\"1".into()),
-                    delta: "a \"type\":\"turn.ended\" ]\nline é \u{1} \\".into(),
-                }),
-                Some(Arc::new(RawLine::Text("raw".into()))),
-            ),
-            EventDraft::synthetic(EventData::TurnStarted(Box::new(TurnData {
-                phase: TurnPhase::Started,
-                turn_id: Some("turn_1".into()),
-                metadata: None,
-            }))),
-            EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
-                message: "boom".into(),
-                code: None,
-                details: Some(serde_json::json!({"k": [1, "two", null]})),
-            }))),
-        ]
+        crate::universal::sample_drafts()
     }
 
     fn session_json(id: &str) -> String {
