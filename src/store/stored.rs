@@ -11,7 +11,9 @@ use memchr::memmem::Finder;
 use serde_json::value::RawValue;
 
 use super::StoreError;
-use crate::universal::{Envelope, EventData, EventDraft, EventView, RawLine, UniversalEvent};
+use crate::universal::{
+    layout, Envelope, EventData, EventDraft, EventView, RawLine, UniversalEvent,
+};
 
 /// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
 const NO_RAW_END: &str = "null}";
@@ -199,13 +201,11 @@ impl StoredEvent {
     /// the text is not laid out so; the caller then parses it whole. Readers that project
     /// every event (the ACP door) spend most of a decode skipping the envelope otherwise.
     pub fn data_json(&self) -> Option<&str> {
-        const DATA_KEY: &str = "\",\"data\":";
-        const RAW_END: &str = ",\"raw\":null}";
         let at = after_type_key(&self.json)?;
         let rest = self.json[at..]
             .strip_prefix(self.event_type)?
-            .strip_prefix(DATA_KEY)?;
-        rest.strip_suffix(RAW_END)
+            .strip_prefix(layout::DATA)?;
+        rest.strip_suffix(layout::NO_RAW)
     }
 
     /// True for the events that end a turn or the session (committed with a sync).
@@ -272,7 +272,7 @@ fn stored_type(json: &str) -> Option<&'static str> {
 
 /// True when the JSON starts with `{"event_id":"evt_<sequence>"`.
 fn event_id_is(json: &str, sequence: u64) -> bool {
-    json.strip_prefix("{\"event_id\":\"evt_")
+    json.strip_prefix(layout::EVENT_ID)
         .and_then(|rest| rest.split_once('"'))
         .is_some_and(|(n, _)| n.parse() == Ok(sequence))
 }

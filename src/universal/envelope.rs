@@ -9,6 +9,24 @@
 
 use super::event::{EventData, EventDraft};
 
+/// The envelope's text between its values, in order: written by [`Envelope::write`], and
+/// found again by what reads stored events without parsing them (`store::StoredEvent`,
+/// SQLite's compact lines, which take an envelope apart and put it back byte for byte).
+pub mod layout {
+    pub const EVENT_ID: &str = "{\"event_id\":\"evt_";
+    pub const SEQUENCE: &str = "\",\"sequence\":";
+    pub const TIME: &str = ",\"time\":";
+    pub const SESSION: &str = ",\"session_id\":";
+    pub const NATIVE: &str = ",\"native_session_id\":";
+    /// Up to the type name, for a synthetic event (the daemon's)…
+    pub const BY_DAEMON: &str = ",\"synthetic\":true,\"source\":\"daemon\",\"type\":\"";
+    /// …and for the agent's.
+    pub const BY_AGENT: &str = ",\"synthetic\":false,\"source\":\"agent\",\"type\":\"";
+    pub const DATA: &str = "\",\"data\":";
+    /// The end: `raw` is left out of the stored text (served apart).
+    pub const NO_RAW: &str = ",\"raw\":null}";
+}
+
 /// The parts of the envelope shared by the events of one append, as JSON.
 pub struct Envelope {
     time: String,
@@ -28,26 +46,28 @@ impl Envelope {
 
     /// Appends the compact JSON of `draft` placed at `sequence`, ending with `"raw":null}`.
     pub fn write(&self, out: &mut Vec<u8>, sequence: u64, draft: &EventDraft) {
-        out.extend_from_slice(b"{\"event_id\":\"evt_");
-        push_u64(out, sequence);
-        out.extend_from_slice(b"\",\"sequence\":");
-        push_u64(out, sequence);
-        out.extend_from_slice(b",\"time\":");
+        let mut digits = Digits::default();
+        let n = digits.of(sequence).as_bytes();
+        out.extend_from_slice(layout::EVENT_ID.as_bytes());
+        out.extend_from_slice(n);
+        out.extend_from_slice(layout::SEQUENCE.as_bytes());
+        out.extend_from_slice(n);
+        out.extend_from_slice(layout::TIME.as_bytes());
         out.extend_from_slice(self.time.as_bytes());
-        out.extend_from_slice(b",\"session_id\":");
+        out.extend_from_slice(layout::SESSION.as_bytes());
         out.extend_from_slice(self.session_id.as_bytes());
-        out.extend_from_slice(b",\"native_session_id\":");
+        out.extend_from_slice(layout::NATIVE.as_bytes());
         out.extend_from_slice(self.native_session_id.as_bytes());
         out.extend_from_slice(if draft.synthetic {
-            b",\"synthetic\":true,\"source\":\"daemon\",\"type\":\""
+            layout::BY_DAEMON.as_bytes()
         } else {
-            b",\"synthetic\":false,\"source\":\"agent\",\"type\":\""
+            layout::BY_AGENT.as_bytes()
         });
         // Type names are plain ASCII: nothing to escape.
         out.extend_from_slice(draft.data.event_type().as_bytes());
-        out.extend_from_slice(b"\",\"data\":");
+        out.extend_from_slice(layout::DATA.as_bytes());
         write_data(out, &draft.data);
-        out.extend_from_slice(b",\"raw\":null}");
+        out.extend_from_slice(layout::NO_RAW.as_bytes());
     }
 }
 
@@ -56,24 +76,30 @@ fn write_data(out: &mut Vec<u8>, data: &EventData) {
     let _ = serde_json::to_writer(&mut *out, &data.payload());
 }
 
-/// A string as JSON (quoted, escaped as serde_json escapes it).
-fn json_string(s: &str) -> String {
+/// A string as JSON (quoted, escaped as serde_json escapes it): how the envelope writes its
+/// time, session id and native session id.
+pub fn json_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
 }
 
-/// `n` in decimal.
-fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+/// A number's decimal digits, without allocating.
+#[derive(Default)]
+pub struct Digits([u8; 20]);
+
+impl Digits {
+    pub fn of(&mut self, mut n: u64) -> &str {
+        let mut at = self.0.len();
+        loop {
+            at -= 1;
+            self.0[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
         }
+        // ASCII digits.
+        std::str::from_utf8(&self.0[at..]).unwrap_or("0")
     }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// Drafts whose envelopes exercise the writer: escapes in every string, a line break, a
@@ -196,7 +222,7 @@ mod tests {
     fn numbers_are_written_in_decimal() {
         for n in [0u64, 7, 10, 12345, u64::MAX] {
             let mut out = Vec::new();
-            push_u64(&mut out, n);
+            out.extend_from_slice(Digits::default().of(n).as_bytes());
             assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
         }
     }

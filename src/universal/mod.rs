@@ -32,7 +32,7 @@ pub use data::{
 pub use diff::unified_diff;
 #[cfg(test)]
 pub(crate) use envelope::sample_drafts;
-pub use envelope::Envelope;
+pub use envelope::{json_string, layout, Digits, Envelope};
 pub use event::{
     known_event_type, EventData, EventDraft, EventSource, EventView, Payload, RawLine,
     UniversalEvent, EVENT_TYPES,

@@ -7,6 +7,7 @@
 
 use super::compact;
 use crate::store::{StoreError, StoredEvent, StoredRaw};
+use crate::universal::json_string;
 
 /// The most events one chunk row holds: a read starting inside a chunk reads it whole.
 const CHUNK_EVENTS: usize = 256;
@@ -73,28 +74,26 @@ pub(super) struct ChunkBuffers {
     events: String,
     raws: String,
     session: String,
-    native: String,
 }
 
 /// Encodes consecutive events of `session_id` as a chunk: `[`, one event per line separated
 /// by `,`, `]`; each event as a compact line (`compact.rs`) when it can be, else whole.
-pub(super) fn encode_chunk<'b>(
+pub(super) fn encode_chunk<'r>(
     session_id: &str,
-    events: &[&StoredEvent],
-    buf: &'b mut ChunkBuffers,
-) -> ChunkRow<'b> {
+    events: &[&'r StoredEvent],
+    buf: &'r mut ChunkBuffers,
+) -> ChunkRow<'r> {
     buf.session = json_string(session_id);
-    let mut native: Option<&str> = None;
-    let mut previous = None;
+    // The parts of the last compact line: its native session id is every compact line's.
+    let mut previous: Option<compact::Parts<'r>> = None;
     let text = &mut buf.events;
     text.clear();
     text.push('[');
-    for (i, e) in events.iter().enumerate() {
+    for (i, &e) in events.iter().enumerate() {
         text.push_str(if i == 0 { "\n" } else { ",\n" });
-        match compact::parts(&e.json, e.sequence, &buf.session, previous.as_ref()) {
+        match compact::parts(e, &buf.session, previous.as_ref()) {
             // A chunk's compact lines share one native session id: the first one's.
-            Some(parts) if native.is_none_or(|n| n == parts.native) => {
-                native = Some(parts.native);
+            Some(parts) if previous.as_ref().is_none_or(|p| p.native == parts.native) => {
                 compact::write_line(text, &parts);
                 previous = Some(parts);
             }
@@ -102,10 +101,6 @@ pub(super) fn encode_chunk<'b>(
         }
     }
     text.push_str("\n]");
-    buf.native.clear();
-    if let Some(native) = native {
-        buf.native.push_str(native);
-    }
     let has_raws = events.iter().any(|e| e.raw.is_some());
     let raws = &mut buf.raws;
     raws.clear();
@@ -125,7 +120,7 @@ pub(super) fn encode_chunk<'b>(
         last: events.last().map_or(0, |e| e.sequence),
         events: &buf.events,
         raws: has_raws.then_some(buf.raws.as_str()),
-        native: native.is_some().then_some(buf.native.as_str()),
+        native: previous.map(|p| p.native),
     }
 }
 
@@ -209,11 +204,6 @@ impl ChunkReader {
         }
         Ok(())
     }
-}
-
-/// A string as JSON (as serde_json and the envelope write it).
-fn json_string(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -18,6 +18,12 @@
 
 use std::sync::Arc;
 
+use crate::store::StoredEvent;
+use crate::universal::layout::{
+    BY_AGENT, BY_DAEMON, DATA, EVENT_ID, NATIVE, NO_RAW, SEQUENCE, SESSION, TIME,
+};
+use crate::universal::Digits;
+
 /// What an event's text holds beyond what its chunk row says.
 #[derive(Debug, PartialEq)]
 pub(super) struct Parts<'a> {
@@ -26,34 +32,24 @@ pub(super) struct Parts<'a> {
     /// The `native_session_id` member's JSON (`null` or a string).
     pub native: &'a str,
     pub synthetic: bool,
-    pub event_type: &'a str,
+    pub event_type: &'static str,
     /// The `data` member's JSON.
     pub data: &'a str,
 }
 
-const EVENT_ID: &str = "{\"event_id\":\"evt_";
-const SEQUENCE: &str = "\",\"sequence\":";
-const TIME: &str = ",\"time\":";
-const SESSION: &str = ",\"session_id\":";
-const NATIVE: &str = ",\"native_session_id\":";
-const BY_DAEMON: &str = ",\"synthetic\":true,\"source\":\"daemon\",\"type\":\"";
-const BY_AGENT: &str = ",\"synthetic\":false,\"source\":\"agent\",\"type\":\"";
-const DATA: &str = "\",\"data\":";
-const NO_RAW: &str = ",\"raw\":null}";
-
-/// The parts of an event's stored text, when it is the envelope of `sequence` in the session
-/// whose id is the JSON string `session`; `None` for text laid out otherwise. `previous`, the
-/// parts of the event before it, spares scanning a time and native session id that repeat
-/// (an append stamps all its events with one time; a session's id rarely changes).
+/// The parts of a stored event's text, when it is the envelope of its sequence and type in
+/// the session whose id is the JSON string `session`; `None` for text laid out otherwise.
+/// `previous`, the parts of the event before it, spares scanning a time and native session id
+/// that repeat (an append stamps all its events with one time; a session's id rarely changes).
 pub(super) fn parts<'a>(
-    json: &'a str,
-    sequence: u64,
+    event: &'a StoredEvent,
     session: &str,
     previous: Option<&Parts<'a>>,
 ) -> Option<Parts<'a>> {
     let mut digits = Digits::default();
-    let n = digits.of(sequence);
-    let rest = json
+    let n = digits.of(event.sequence);
+    let rest = event
+        .json
         .strip_prefix(EVENT_ID)?
         .strip_prefix(n)?
         .strip_prefix(SEQUENCE)?
@@ -63,7 +59,7 @@ pub(super) fn parts<'a>(
     // string holds that string, and what follows it is checked as usual.
     let (time, rest) = match previous.and_then(|p| Some((p.time, rest.strip_prefix(p.time)?))) {
         Some(repeated) => repeated,
-        None => json_string(rest)?,
+        None => split_json_string(rest)?,
     };
     let rest = rest
         .strip_prefix(SESSION)?
@@ -73,21 +69,23 @@ pub(super) fn parts<'a>(
     let (native, rest) = match (repeated, rest.strip_prefix("null")) {
         (Some(repeated), _) => repeated,
         (None, Some(rest)) => ("null", rest),
-        (None, None) => json_string(rest)?,
+        (None, None) => split_json_string(rest)?,
     };
     let (synthetic, rest) = match rest.strip_prefix(BY_DAEMON) {
         Some(rest) => (true, rest),
         None => (false, rest.strip_prefix(BY_AGENT)?),
     };
-    let (event_type, rest) = rest.split_once('"')?;
-    let data = rest.strip_prefix(&DATA[1..])?.strip_suffix(NO_RAW)?;
-    // Only a type the reader knows, and data that is something (the reader checks no more).
-    crate::universal::known_event_type(event_type)?;
+    // The type is the event's own (a known one, as the reader requires).
+    let data = rest
+        .strip_prefix(event.event_type)?
+        .strip_prefix(DATA)?
+        .strip_suffix(NO_RAW)?;
+    // Data that is something (the reader checks no more).
     (!data.is_empty()).then_some(Parts {
         time,
         native,
         synthetic,
-        event_type,
+        event_type: event.event_type,
         data,
     })
 }
@@ -117,7 +115,7 @@ pub(super) fn read_line(
     native: &str,
     buf: &mut String,
 ) -> Option<(&'static str, Arc<str>)> {
-    let (time, rest) = json_string(line.strip_prefix('[')?)?;
+    let (time, rest) = split_json_string(line.strip_prefix('[')?)?;
     let (synthetic, rest) = match rest.strip_prefix(",true,\"") {
         Some(rest) => (true, rest),
         None => (false, rest.strip_prefix(",false,\"")?),
@@ -145,7 +143,7 @@ pub(super) fn read_line(
 }
 
 /// The JSON string at the start of `text` (quotes included) and what follows it.
-fn json_string(text: &str) -> Option<(&str, &str)> {
+fn split_json_string(text: &str) -> Option<(&str, &str)> {
     let bytes = text.as_bytes();
     if bytes.first() != Some(&b'"') {
         return None;
@@ -166,30 +164,9 @@ fn json_string(text: &str) -> Option<(&str, &str)> {
     None
 }
 
-/// A number's decimal digits, without allocating.
-#[derive(Default)]
-struct Digits([u8; 20]);
-
-impl Digits {
-    fn of(&mut self, mut n: u64) -> &str {
-        let mut at = self.0.len();
-        loop {
-            at -= 1;
-            self.0[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        // ASCII digits.
-        std::str::from_utf8(&self.0[at..]).unwrap_or("0")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoredEvent;
     use crate::universal::EventDraft;
 
     fn drafts() -> Vec<EventDraft> {
@@ -213,7 +190,7 @@ mod tests {
                 let stored = StoredEvent::stamp_all(&mut drafts, first, &time, &id, native);
                 let session = session_json(session);
                 for event in &stored {
-                    let parts = parts(&event.json, event.sequence, &session, None).unwrap();
+                    let parts = parts(event, &session, None).unwrap();
                     assert_eq!(parts.event_type, event.event_type);
                     let mut line = String::new();
                     write_line(&mut line, &parts);
@@ -235,22 +212,24 @@ mod tests {
         let mut drafts = drafts();
         let stored = StoredEvent::stamp_all(&mut drafts, 5, &"t".into(), &"ses".into(), Some("n"));
         let json = &stored[0].json;
+        // The first event (an item delta) with another text or sequence.
+        let event = |json: &str, sequence| StoredEvent {
+            sequence,
+            json: json.into(),
+            ..stored[0].clone()
+        };
         let session = session_json("ses");
-        assert!(parts(json, 5, &session, None).is_some());
+        assert!(parts(&event(json, 5), &session, None).is_some());
         // Another sequence or session, or text that is not the envelope.
-        assert!(parts(json, 6, &session, None).is_none());
-        assert!(parts(json, 50, &session, None).is_none());
-        assert!(parts(json, 5, &session_json("other"), None).is_none());
-        assert!(parts(&json.replace(",\"raw\":null}", "}"), 5, &session, None).is_none());
-        assert!(parts(
-            &json.replace("item.delta", "item.unknown"),
-            5,
-            &session,
-            None
-        )
-        .is_none());
-        assert!(parts("{}", 5, &session, None).is_none());
-        assert!(parts(&json[..json.len() - 1], 5, &session, None).is_none());
+        assert!(parts(&event(json, 6), &session, None).is_none());
+        assert!(parts(&event(json, 50), &session, None).is_none());
+        assert!(parts(&event(json, 5), &session_json("other"), None).is_none());
+        let no_raw = json.replace(",\"raw\":null}", "}");
+        assert!(parts(&event(&no_raw, 5), &session, None).is_none());
+        let unknown = json.replace("item.delta", "item.unknown");
+        assert!(parts(&event(&unknown, 5), &session, None).is_none());
+        assert!(parts(&event("{}", 5), &session, None).is_none());
+        assert!(parts(&event(&json[..json.len() - 1], 5), &session, None).is_none());
     }
 
     #[test]
@@ -261,17 +240,17 @@ mod tests {
         };
         let session = session_json("s");
         let a = stamp(1, "t\"1", Some("n\"1"));
-        let before = parts(&a[0].json, 1, &session, None).unwrap();
-        let same = parts(&a[1].json, 2, &session, Some(&before)).unwrap();
-        assert_eq!(same, parts(&a[1].json, 2, &session, None).unwrap());
+        let before = parts(&a[0], &session, None).unwrap();
+        let same = parts(&a[1], &session, Some(&before)).unwrap();
+        assert_eq!(same, parts(&a[1], &session, None).unwrap());
         for (time, native) in [
             ("t\"12", Some("n\"1")),
             ("t\"1", Some("n\"12")),
             ("t\"1", None),
         ] {
             let b = stamp(9, time, native);
-            let hinted = parts(&b[0].json, 9, &session, Some(&before)).unwrap();
-            assert_eq!(hinted, parts(&b[0].json, 9, &session, None).unwrap());
+            let hinted = parts(&b[0], &session, Some(&before)).unwrap();
+            assert_eq!(hinted, parts(&b[0], &session, None).unwrap());
             assert_eq!(hinted.time, serde_json::to_string(time).unwrap());
         }
     }
