@@ -133,23 +133,11 @@ CREATE VIEW events (session_id, sequence, type, event, raw) AS
 /// do not count.
 fn refuse_under_live_engines(conn: &Connection, path: &Path) -> Result<(), String> {
     let leases = super::leases::LeaseDir::beside(path).map_err(|e| e.to_string())?;
-    let mut select = conn
-        .prepare("SELECT engine_id, pid, command FROM engines ORDER BY started_at")
-        .map_err(|e| e.to_string())?;
-    let engines = select
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })
-        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| e.to_string())?;
+    let engines = super::shared::registered_engines(conn).map_err(|e| e.to_string())?;
     let live: Vec<String> = engines
         .into_iter()
-        .filter(|(id, _, _)| leases.alive(id).unwrap_or(true))
-        .map(|(_, pid, command)| format!("pid {pid} ({command})"))
+        .filter(|e| leases.alive(&e.engine_id).unwrap_or(true))
+        .map(|e| format!("pid {} ({})", e.pid, e.command))
         .collect();
     if live.is_empty() {
         return Ok(());

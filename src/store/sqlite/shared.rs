@@ -111,6 +111,25 @@ impl SqliteShared {
     }
 }
 
+/// The engines registered in the file, oldest first, alive or not (their leases tell).
+pub(super) fn registered_engines(conn: &Connection) -> Result<Vec<EngineEntry>, rusqlite::Error> {
+    let mut s = conn.prepare_cached(
+        "SELECT engine_id, instance_id, pid, command, url, started_at FROM engines \
+         ORDER BY started_at",
+    )?;
+    let rows = s.query_map([], |r| {
+        Ok(EngineEntry {
+            engine_id: r.get(0)?,
+            instance_id: r.get(1)?,
+            pid: r.get(2)?,
+            command: r.get(3)?,
+            url: r.get(4)?,
+            started_at: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
+        })
+    })?;
+    rows.collect()
+}
+
 impl Drop for SqliteShared {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -241,23 +260,7 @@ impl Coordination for SqliteShared {
     }
 
     fn engines(&self) -> Result<Vec<EngineEntry>, StoreError> {
-        let rows = self.with(|c| {
-            let mut s = c.prepare_cached(
-                "SELECT engine_id, instance_id, pid, command, url, started_at FROM engines \
-                 ORDER BY started_at",
-            )?;
-            let rows = s.query_map([], |r| {
-                Ok(EngineEntry {
-                    engine_id: r.get(0)?,
-                    instance_id: r.get(1)?,
-                    pid: r.get(2)?,
-                    command: r.get(3)?,
-                    url: r.get(4)?,
-                    started_at: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
-                })
-            })?;
-            rows.collect::<Result<Vec<_>, _>>()
-        })?;
+        let rows = self.with(registered_engines)?;
         let mut alive = Vec::new();
         for engine in rows {
             if self.alive_or_forget(&engine.engine_id) {
