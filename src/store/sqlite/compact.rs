@@ -167,15 +167,7 @@ fn split_json_string(text: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::universal::EventDraft;
-
-    fn drafts() -> Vec<EventDraft> {
-        crate::universal::sample_drafts()
-    }
-
-    fn session_json(id: &str) -> String {
-        serde_json::to_string(id).unwrap()
-    }
+    use crate::universal::{json_string as session_json, sample_drafts as drafts};
 
     #[test]
     fn a_compact_line_reads_back_as_the_envelope_byte_for_byte() {
