@@ -152,10 +152,12 @@ impl<'d> Fleet<'d> {
 }
 
 /// Looks at every busy session (through a random process): a session whose last turn began
-/// and is no longer running is not busy any more.
+/// and is no longer running is not busy any more, and the same process's log then holds that
+/// turn's end (a survivor shows a dead engine's turn running until it has ended it).
 async fn refresh(fleet: &Fleet<'_>, sessions: &mut [Session], rng: &mut Rng) {
     for s in sessions.iter_mut().filter(|s| s.busy) {
-        let info = fleet.any(rng).info(&s.id).await;
+        let via = fleet.any(rng);
+        let info = via.info(&s.id).await;
         let begun = info["turns"].as_u64().unwrap() as usize;
         assert!(
             begun <= s.turns.len(),
@@ -164,6 +166,13 @@ async fn refresh(fleet: &Fleet<'_>, sessions: &mut [Session], rng: &mut Rng) {
         );
         if begun == s.turns.len() && info["status"] != "running" {
             assert_eq!(info["status"], "idle", "{info}");
+            let events = via.events(&s.id).await;
+            assert_eq!(
+                turns_of(&events).len(),
+                s.turns.len(),
+                "{} is idle but not every turn it began has ended in its log: {info}",
+                s.id
+            );
             s.busy = false;
         }
     }

@@ -148,11 +148,15 @@ pub(crate) fn from_record(record: &SessionRecord, last_sequence: Option<u64>) ->
     };
     let live = Live {
         agent_mode: settings.agent_mode.clone(),
-        // A running or waiting turn did not survive the restart; recovery ends it.
-        status: if end.is_some() {
-            SessionStatus::Ended
-        } else {
-            SessionStatus::Idle
+        // A running or waiting turn did not survive its engine: it shows as running until
+        // recovery has ended it in the log (then the actor makes it idle), so nobody who sees
+        // the session idle reads a log whose last turn is still open.
+        status: match (&end, SessionStatus::parse(&record.status)) {
+            (Some(_), _) => SessionStatus::Ended,
+            (None, Some(SessionStatus::Running | SessionStatus::AwaitingInput)) => {
+                SessionStatus::Running
+            }
+            (None, _) => SessionStatus::Idle,
         },
         end,
         native_session_id: record.native_session_id.clone(),
@@ -233,13 +237,30 @@ mod tests {
         let mut expected = settings().to_json();
         expected["agentMode"] = "max".into();
         assert_eq!(back.settings.to_json(), expected);
-        // What was running is idle after a restart (recovery ends the turn).
-        assert_eq!(back.live.status, SessionStatus::Idle);
+        // What was running stays running until recovery has ended the turn.
+        assert_eq!(back.live.status, SessionStatus::Running);
         assert_eq!(back.live.native_session_id.as_deref(), Some("n1"));
         // The mode as it is now, not as it was created.
         assert_eq!(back.live.agent_mode, "max");
         assert_eq!(back.live.cost, Cost::from_credits(12.5));
         assert_eq!((back.live.turns, back.live.event_count), (3, 40));
+    }
+
+    #[test]
+    fn an_open_turn_restores_as_running_anything_else_as_idle() {
+        for (status, back_as) in [
+            (SessionStatus::Idle, SessionStatus::Idle),
+            (SessionStatus::Failed, SessionStatus::Idle),
+            (SessionStatus::Running, SessionStatus::Running),
+            (SessionStatus::AwaitingInput, SessionStatus::Running),
+        ] {
+            let live = Live {
+                status,
+                ..Live::created(1, "build")
+            };
+            let (_, back) = round_trip(live, None);
+            assert_eq!(back.live.status, back_as, "{status:?}");
+        }
     }
 
     #[test]

@@ -33,7 +33,10 @@ impl Actor {
         self.restore_from(&summary);
         self.drafts.extend(summary.interrupted_turn(why));
         super::observe::turn_ended(&self.id, self.settings.agent, None, &self.drafts);
-        self.flush().await;
+        // Idle only once the log holds the turn's end (a failed flush leaves it failed).
+        if self.flush().await {
+            self.set_status(SessionStatus::Idle);
+        }
         self.persist(None);
     }
 
