@@ -317,7 +317,7 @@ fn a_version_2_sqlite_database_keeps_its_events_when_upgraded() {
             rusqlite::params![
                 e.sequence as i64,
                 e.event_type,
-                e.json,
+                e.json.as_str(),
                 e.raw.as_ref().map(|r| r.json().into_owned()),
                 e.raw.as_ref().is_some_and(|r| r.is_text()),
             ],

@@ -18,6 +18,7 @@ mod row;
 mod sqlite;
 mod stored;
 mod tail;
+mod text;
 mod writer;
 
 use std::path::Path;
@@ -34,6 +35,8 @@ pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use stored::{StoredEvent, StoredRaw};
+pub use text::EventText;
+pub(crate) use text::TextBlocks;
 
 /// The file name of the default SQLite database inside the data directory.
 pub const DEFAULT_DATABASE: &str = "codebuffd.db";

@@ -4,12 +4,14 @@
 //! Only restart recovery needs the event itself ([`StoredEvent::decode`]).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::{Arc, LazyLock};
 
 use memchr::memmem::Finder;
 
 use serde_json::value::RawValue;
 
+use super::text::{EventText, TextBlocks};
 use super::StoreError;
 use crate::universal::{
     layout, Envelope, EventData, EventDraft, EventView, RawLine, UniversalEvent,
@@ -18,29 +20,24 @@ use crate::universal::{
 /// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
 const NO_RAW_END: &str = "null}";
 
-/// The serialization buffer of [`StoredEvent::stamp_all`]: one per thread, kept between calls
-/// (an appender stamps a batch per agent read, the converter bench one per line) unless a huge
-/// event grew it past [`MAX_KEPT_BUF`].
-const INITIAL_BUF: usize = 1024;
-const MAX_KEPT_BUF: usize = 256 * 1024;
-
 thread_local! {
-    static STAMP_BUF: std::cell::RefCell<Vec<u8>> =
-        std::cell::RefCell::new(Vec::with_capacity(INITIAL_BUF));
+    /// The serialization buffer of [`StoredEvent::stamp_all`]: one per thread, kept between
+    /// calls (an appender stamps a batch per agent read, the converter bench one per line).
+    static STAMPED: RefCell<TextBlocks> = RefCell::default();
 }
 
 /// An event as stored: its sequence and type, its compact JSON without `raw`, and the raw
 /// agent line apart (served only to readers that ask for it).
 ///
 /// Cheap to clone (the texts are shared): the tail, the writer and every reader hold the same
-/// event, which costs one allocation when appended (its JSON) and one free when the last of
-/// them lets it go.
+/// event. Its JSON shares one allocation with the events appended (or read) with it
+/// ([`EventText`]).
 #[derive(Debug, Clone)]
 pub struct StoredEvent {
     pub sequence: u64,
     pub event_type: &'static str,
     /// Compact JSON with `"raw":null` as its last member; never holds a line break.
-    pub json: Arc<str>,
+    pub json: EventText,
     pub raw: Option<StoredRaw>,
 }
 
@@ -50,7 +47,7 @@ pub enum StoredRaw {
     /// As the converter made it, shared by the events of one agent line.
     Line(Arc<RawLine>),
     /// As read back from a database: JSON text (a line that was not JSON is a JSON string).
-    Json(Arc<str>),
+    Json(EventText),
 }
 
 impl StoredRaw {
@@ -118,27 +115,24 @@ impl StoredEvent {
     ) -> Vec<StoredEvent> {
         // Written from the drafts as they are: the events themselves are never built.
         let envelope = Envelope::new(time, session_id, native_session_id);
-        STAMP_BUF.with_borrow_mut(|buf| {
-            let stamped = drafts
-                .drain(..)
-                .zip(first..)
-                .map(|(draft, sequence)| {
-                    buf.clear();
-                    envelope.write(buf, sequence, &draft);
-                    StoredEvent {
-                        sequence,
-                        event_type: draft.data.event_type(),
-                        // Compact JSON escapes every line break: the text is one line.
-                        json: exact_text(buf),
-                        raw: draft.raw.map(StoredRaw::Line),
-                    }
-                })
-                .collect();
-            // One huge event (a tool's whole output) does not stay allocated per thread.
-            if buf.capacity() > MAX_KEPT_BUF {
-                *buf = Vec::with_capacity(INITIAL_BUF);
+        STAMPED.with_borrow_mut(|blocks| {
+            let mut heads = Vec::with_capacity(drafts.len());
+            for (draft, sequence) in drafts.drain(..).zip(first..) {
+                envelope.write(blocks.buf(), sequence, &draft);
+                blocks.end_text();
+                heads.push((sequence, draft.data.event_type(), draft.raw));
             }
-            stamped
+            heads
+                .into_iter()
+                .zip(blocks.share())
+                .map(|((sequence, event_type, raw), json)| StoredEvent {
+                    sequence,
+                    event_type,
+                    // Compact JSON escapes every line break: the text is one line.
+                    json,
+                    raw: raw.map(StoredRaw::Line),
+                })
+                .collect()
         })
     }
 
@@ -184,15 +178,20 @@ impl StoredEvent {
     /// An event read back from a database: its JSON must be one this daemon wrote for
     /// `sequence` (checked cheaply: its `event_id`, and a known type).
     pub fn from_stored(sequence: u64, json: &str, raw: Option<&str>) -> Result<Self, StoreError> {
-        let event_type = stored_type(json)
-            .filter(|_| event_id_is(json, sequence))
-            .ok_or_else(|| invalid(format!("event {sequence} is not an event this log wrote")))?;
         Ok(StoredEvent {
             sequence,
-            event_type,
+            event_type: Self::stored_type(sequence, json)?,
             json: json.into(),
             raw: raw.map(|raw| StoredRaw::Json(raw.into())),
         })
+    }
+
+    /// The type of an event's JSON read back from a database, checked as
+    /// [`StoredEvent::from_stored`] checks it.
+    pub fn stored_type(sequence: u64, json: &str) -> Result<&'static str, StoreError> {
+        stored_type(json)
+            .filter(|_| event_id_is(json, sequence))
+            .ok_or_else(|| invalid(format!("event {sequence} is not an event this log wrote")))
     }
 
     /// The text of the envelope's `data`, found without parsing the envelope: it follows the
@@ -228,19 +227,14 @@ impl StoredEvent {
 
 /// An envelope's compact JSON at its exact size, through `buf` (reused between events, so no
 /// buffer grows per event).
-fn serialize(view: &EventView<'_>, buf: &mut Vec<u8>) -> Arc<str> {
+fn serialize(view: &EventView<'_>, buf: &mut Vec<u8>) -> EventText {
     buf.clear();
     // Serializing plain data into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *buf, view);
-    exact_text(buf)
-}
-
-/// The JSON text in `buf`, copied at its exact size (in one allocation with its counts).
-fn exact_text(buf: &[u8]) -> Arc<str> {
     // serde_json writes UTF-8; checked anyway (faster than a lossy conversion).
     match std::str::from_utf8(buf) {
         Ok(text) => text.into(),
-        Err(_) => String::from_utf8_lossy(buf).into(),
+        Err(_) => String::from_utf8_lossy(buf).as_ref().into(),
     }
 }
 

@@ -13,7 +13,7 @@ use crate::universal::{ErrorData, EventData, SessionEndReason, SessionEndedData}
 #[derive(Default)]
 struct FakeDb {
     records: Mutex<BTreeMap<String, SessionRecord>>,
-    events: Mutex<BTreeMap<(String, u64), Arc<str>>>,
+    events: Mutex<BTreeMap<(String, u64), crate::store::EventText>>,
     broken: AtomicBool,
     /// Held by a test to hold up commits.
     gate: Mutex<()>,

@@ -6,7 +6,7 @@
 //! whole, for queries.
 
 use super::compact;
-use crate::store::{StoreError, StoredEvent, StoredRaw};
+use crate::store::{StoreError, StoredEvent, StoredRaw, TextBlocks};
 use crate::universal::json_string;
 
 /// The most events one chunk row holds: a read starting inside a chunk reads it whole.
@@ -148,18 +148,23 @@ pub(super) struct ChunkRow<'r> {
 /// Decodes the chunks of one session: its id's JSON and a buffer, made once per read.
 pub(super) struct ChunkReader {
     session: String,
-    buf: String,
+    texts: TextBlocks,
+    /// Per event decoded from the chunk at hand: its sequence, type, and whether a raw line
+    /// follows its text in `texts`.
+    heads: Vec<(u64, &'static str, bool)>,
 }
 
 impl ChunkReader {
     pub fn new(session_id: &str) -> Self {
         ChunkReader {
             session: json_string(session_id),
-            buf: String::new(),
+            texts: TextBlocks::default(),
+            heads: Vec::new(),
         }
     }
 
-    /// Decodes the events of one chunk with `after < sequence <= upto` into `out`.
+    /// Decodes the events of one chunk with `after < sequence <= upto` into `out`. Their
+    /// texts (and raw lines) share blocks ([`crate::store::EventText`]).
     pub fn decode(
         &mut self,
         row: &ChunkRow<'_>,
@@ -167,6 +172,30 @@ impl ChunkReader {
         upto: u64,
         out: &mut Vec<StoredEvent>,
     ) -> Result<(), StoreError> {
+        if let Err(error) = self.gather(row, after, upto) {
+            self.texts.clear();
+            self.heads.clear();
+            return Err(error);
+        }
+        // `gather` ended one text per event, then one per raw line.
+        let mut texts = self.texts.share().into_iter();
+        for (sequence, event_type, has_raw) in self.heads.drain(..) {
+            let (Some(json), raw) = (texts.next(), has_raw.then(|| texts.next()).flatten()) else {
+                unreachable!("a text per event and per raw line")
+            };
+            out.push(StoredEvent {
+                sequence,
+                event_type,
+                json,
+                raw: raw.map(StoredRaw::Json),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes the texts of the chunk's events in range (and their raw lines) to `texts`, and
+    /// what else each is to `heads`.
+    fn gather(&mut self, row: &ChunkRow<'_>, after: u64, upto: u64) -> Result<(), StoreError> {
         let (first, last) = (row.first, row.last);
         let bad = || {
             StoreError::Backend(format!(
@@ -184,20 +213,21 @@ impl ChunkReader {
             if sequence <= after || sequence > upto {
                 continue;
             }
-            if line.starts_with('[') {
+            let event_type = if line.starts_with('[') {
                 let native = row.native.ok_or_else(bad)?;
-                let (event_type, json) =
-                    compact::read_line(line, sequence, &self.session, native, &mut self.buf)
-                        .ok_or_else(bad)?;
-                out.push(StoredEvent {
-                    sequence,
-                    event_type,
-                    json,
-                    raw: raw.map(|raw| StoredRaw::Json(raw.into())),
-                });
+                compact::read_line(line, sequence, &self.session, native, self.texts.buf())
+                    .ok_or_else(bad)?
             } else {
-                out.push(StoredEvent::from_stored(sequence, line, raw)?);
+                let event_type = StoredEvent::stored_type(sequence, line)?;
+                self.texts.buf().extend_from_slice(line.as_bytes());
+                event_type
+            };
+            self.texts.end_text();
+            if let Some(raw) = raw {
+                self.texts.buf().extend_from_slice(raw.as_bytes());
+                self.texts.end_text();
             }
+            self.heads.push((sequence, event_type, raw.is_some()));
         }
         if first + count - 1 != last || count == 0 {
             return Err(bad());

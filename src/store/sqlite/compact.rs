@@ -16,8 +16,6 @@
 //! whose native session id is not the chunk's, is stored whole (a line starting with `{`, as
 //! schema 6 stored every event), so a chunk may mix the two and old chunks need no rewrite.
 
-use std::sync::Arc;
-
 use crate::store::StoredEvent;
 use crate::universal::layout::{
     BY_AGENT, BY_DAEMON, DATA, EVENT_ID, NATIVE, NO_RAW, SEQUENCE, SESSION, TIME,
@@ -105,16 +103,16 @@ pub(super) fn write_line(out: &mut String, parts: &Parts<'_>) {
     out.push(']');
 }
 
-/// The event's text from its compact `line` at `sequence` in a chunk of the session whose id
-/// is the JSON string `session`, with the chunk's `native` session id (JSON), written through
-/// `buf`; with its type. `None` when the line is not a compact line.
+/// Appends to `out` the event's text from its compact `line` at `sequence` in a chunk of the
+/// session whose id is the JSON string `session`, with the chunk's `native` session id (JSON);
+/// returns its type. `None` (and nothing appended) when the line is not a compact line.
 pub(super) fn read_line(
     line: &str,
     sequence: u64,
     session: &str,
     native: &str,
-    buf: &mut String,
-) -> Option<(&'static str, Arc<str>)> {
+    out: &mut Vec<u8>,
+) -> Option<&'static str> {
     let (time, rest) = split_json_string(line.strip_prefix('[')?)?;
     let (synthetic, rest) = match rest.strip_prefix(",true,\"") {
         Some(rest) => (true, rest),
@@ -128,18 +126,26 @@ pub(super) fn read_line(
     }
     let mut digits = Digits::default();
     let n = digits.of(sequence);
-    buf.clear();
     for piece in [
-        EVENT_ID, n, SEQUENCE, n, TIME, time, SESSION, session, NATIVE, native,
+        EVENT_ID,
+        n,
+        SEQUENCE,
+        n,
+        TIME,
+        time,
+        SESSION,
+        session,
+        NATIVE,
+        native,
+        if synthetic { BY_DAEMON } else { BY_AGENT },
+        event_type,
+        DATA,
+        data,
+        NO_RAW,
     ] {
-        buf.push_str(piece);
+        out.extend_from_slice(piece.as_bytes());
     }
-    buf.push_str(if synthetic { BY_DAEMON } else { BY_AGENT });
-    buf.push_str(event_type);
-    buf.push_str(DATA);
-    buf.push_str(data);
-    buf.push_str(NO_RAW);
-    Some((event_type, Arc::from(buf.as_str())))
+    Some(event_type)
 }
 
 /// The JSON string at the start of `text` (quotes included) and what follows it.
@@ -166,6 +172,8 @@ fn split_json_string(text: &str) -> Option<(&str, &str)> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::universal::{json_string as session_json, sample_drafts as drafts};
 
@@ -189,11 +197,13 @@ mod tests {
                     assert!(line.len() < event.json.len());
                     let value: serde_json::Value = serde_json::from_str(&line).unwrap();
                     assert_eq!(value[2], event.event_type, "{line}");
-                    let mut buf = String::new();
-                    let (event_type, json) =
+                    // Appended after what the buffer holds.
+                    let mut buf = b"before".to_vec();
+                    let event_type =
                         read_line(&line, event.sequence, &session, parts.native, &mut buf).unwrap();
                     assert_eq!(event_type, event.event_type);
-                    assert_eq!(&*json, &*event.json);
+                    assert_eq!(&buf[..6], b"before");
+                    assert_eq!(std::str::from_utf8(&buf[6..]).unwrap(), &*event.json);
                 }
             }
         }
@@ -249,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_line_that_is_not_compact_is_refused() {
-        let mut buf = String::new();
+        let mut buf = Vec::new();
         for line in [
             "",
             "[",
@@ -263,6 +273,7 @@ mod tests {
                 read_line(line, 1, "\"s\"", "null", &mut buf).is_none(),
                 "{line}"
             );
+            assert!(buf.is_empty(), "{line}");
         }
         assert!(read_line(
             "[\"t\",true,\"item.delta\",{}]",

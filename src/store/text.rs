@@ -1,0 +1,253 @@
+//! [`EventText`]: an event's stored text, a slice of a block that the events appended (or read
+//! back) together share.
+//!
+//! Why: an event's JSON was one allocation of its own, made on the appender's thread and
+//! freed on whichever thread let the event go last (the writer after its commit, the tail, a
+//! reader's page). In a flood that was a malloc and a cross-thread free per event, and the
+//! allocator's slow paths (its per-thread caches hold 7 blocks of a size) were ~20 % of the
+//! daemon's CPU. The events of one append are now written into one buffer and cut into
+//! blocks of about [`BLOCK_BYTES`]: one allocation per block, freed when the last event of
+//! the block goes.
+//!
+//! The bound on a block bounds what an event that stays (the tail's last events, a reader's
+//! page) keeps alive beside itself.
+
+use std::fmt;
+use std::ops::{Deref, Range};
+use std::sync::Arc;
+
+/// The bytes after which a block is cut (it holds at most this plus one event).
+pub const BLOCK_BYTES: usize = 16 * 1024;
+
+/// An event's text: a slice of a shared block. Cheap to clone (one reference count).
+#[derive(Clone)]
+pub struct EventText {
+    block: Arc<str>,
+    range: Range<usize>,
+}
+
+impl EventText {
+    /// The text alone in a block of its own.
+    pub fn new(text: &str) -> EventText {
+        EventText {
+            block: text.into(),
+            range: 0..text.len(),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        debug_assert!(self.block.get(self.range.clone()).is_some());
+        // SAFETY: `range` is within `block` and on character boundaries: `new` takes the
+        // whole text, `TextBlocks::cut` checks both ends of every range it makes.
+        unsafe { self.block.get_unchecked(self.range.clone()) }
+    }
+}
+
+impl Deref for EventText {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for EventText {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<&str> for EventText {
+    fn from(text: &str) -> EventText {
+        EventText::new(text)
+    }
+}
+
+impl From<String> for EventText {
+    fn from(text: String) -> EventText {
+        EventText::new(&text)
+    }
+}
+
+impl PartialEq for EventText {
+    fn eq(&self, other: &EventText) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for EventText {}
+
+impl fmt::Debug for EventText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for EventText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+/// Texts written one after the other into a buffer and shared in blocks: a block is cut once
+/// its texts reach [`BLOCK_BYTES`] (so it holds at most that plus one text), so the buffer
+/// stays about that size whatever the batch. Kept by its owner between batches so the buffer
+/// is reused.
+#[derive(Default)]
+pub struct TextBlocks {
+    buf: Vec<u8>,
+    /// The ends (in `buf`) of the texts not cut into a block yet.
+    ends: Vec<usize>,
+    /// The texts cut into blocks, not yet handed out.
+    done: Vec<EventText>,
+}
+
+/// A buffer grown past this by one text (a huge event) is not kept for the next one.
+const MAX_KEPT: usize = 256 * 1024;
+
+impl TextBlocks {
+    /// The buffer the next text is written to, after the texts written so far.
+    pub fn buf(&mut self) -> &mut Vec<u8> {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(BLOCK_BYTES + BLOCK_BYTES / 4);
+        }
+        &mut self.buf
+    }
+
+    /// Ends the text written since the previous end (or the start).
+    pub fn end_text(&mut self) {
+        self.ends.push(self.buf.len());
+        if self.buf.len() >= BLOCK_BYTES {
+            self.cut();
+        }
+    }
+
+    /// The texts ended so far, in order; empties the buffer.
+    pub fn share(&mut self) -> Vec<EventText> {
+        self.cut();
+        std::mem::take(&mut self.done)
+    }
+
+    /// Forgets what was written (after an error), keeping the buffer.
+    pub fn clear(&mut self) {
+        self.ends.clear();
+        self.done.clear();
+        self.reset();
+    }
+
+    /// Makes the ended texts one block. A block that is not UTF-8, or a text that does not
+    /// end on a character (the writers write whole JSON texts, so never), has its texts made
+    /// valid one by one.
+    fn cut(&mut self) {
+        if self.ends.is_empty() {
+            return;
+        }
+        let end = self.ends[self.ends.len() - 1];
+        let block = std::str::from_utf8(&self.buf[..end])
+            .ok()
+            .filter(|block| self.ends.iter().all(|&to| block.is_char_boundary(to)));
+        match block {
+            Some(block) => {
+                let block: Arc<str> = block.into();
+                let mut from = 0;
+                for &to in &self.ends {
+                    self.done.push(EventText {
+                        block: block.clone(),
+                        range: from..to,
+                    });
+                    from = to;
+                }
+            }
+            None => {
+                let mut from = 0;
+                for &to in &self.ends {
+                    let text = String::from_utf8_lossy(&self.buf[from..to]);
+                    self.done.push(text.as_ref().into());
+                    from = to;
+                }
+            }
+        }
+        self.ends.clear();
+        self.reset();
+    }
+
+    fn reset(&mut self) {
+        if self.buf.capacity() > MAX_KEPT {
+            self.buf = Vec::new();
+        } else {
+            self.buf.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(blocks: &mut TextBlocks, texts: &[&[u8]]) -> Vec<EventText> {
+        for t in texts {
+            blocks.buf().extend_from_slice(t);
+            blocks.end_text();
+        }
+        blocks.share()
+    }
+
+    #[test]
+    fn texts_come_back_in_order_sharing_blocks_of_at_most_the_bound() {
+        let mut blocks = TextBlocks::default();
+        let texts: Vec<String> = (0..2000)
+            .map(|n| format!("{{\"n\":{n}, \"é\":\"ü\"}}"))
+            .collect();
+        let raw: Vec<&[u8]> = texts.iter().map(|t| t.as_bytes()).collect();
+        let out = write(&mut blocks, &raw);
+        assert_eq!(out.len(), texts.len());
+        for (got, want) in out.iter().zip(&texts) {
+            assert_eq!(got.as_str(), want);
+        }
+        let mut shared: Vec<*const u8> = out.iter().map(|t| t.block.as_ptr()).collect();
+        shared.dedup();
+        let total: usize = texts.iter().map(String::len).sum();
+        assert!(
+            shared.len() >= total / BLOCK_BYTES,
+            "{} blocks",
+            shared.len()
+        );
+        assert!(shared.len() < texts.len() / 100, "{} blocks", shared.len());
+        let longest = texts.iter().map(String::len).max().unwrap();
+        for t in &out {
+            assert!(t.block.len() < BLOCK_BYTES + longest);
+        }
+        // The buffer is empty for the next batch.
+        assert!(blocks.share().is_empty());
+        assert_eq!(write(&mut blocks, &[b"x"])[0].as_str(), "x");
+    }
+
+    #[test]
+    fn a_text_over_the_bound_ends_its_block_and_empty_texts_stay_empty() {
+        let mut blocks = TextBlocks::default();
+        let huge = vec![b'a'; MAX_KEPT + 1];
+        let out = write(&mut blocks, &[b"small", &huge, b"", b"after"]);
+        assert_eq!(out[0].as_str(), "small");
+        assert_eq!(out[1].len(), huge.len());
+        // Cut with the text before it, the texts after it in a block of their own.
+        assert_eq!(out[1].block.len(), huge.len() + 5);
+        assert_eq!(out[3].block.len(), 5);
+        assert_eq!(out[2].as_str(), "");
+        assert_eq!(out[3].as_str(), "after");
+        // The huge buffer is not kept.
+        assert!(blocks.buf.capacity() < MAX_KEPT, "{}", blocks.buf.capacity());
+    }
+
+    #[test]
+    fn a_block_that_is_not_utf8_is_made_valid_text_by_text() {
+        let mut blocks = TextBlocks::default();
+        let out = write(&mut blocks, &[b"ok", b"bad \xff end", b"fine"]);
+        let got: Vec<&str> = out.iter().map(EventText::as_str).collect();
+        assert_eq!(got, ["ok", "bad \u{fffd} end", "fine"]);
+        // Valid as a block, but a character split between two texts.
+        let e_acute = "\u{e9}".as_bytes();
+        let out = write(&mut blocks, &[b"a", &e_acute[..1], &e_acute[1..], b"z"]);
+        let got: Vec<&str> = out.iter().map(EventText::as_str).collect();
+        assert_eq!(got, ["a", "\u{fffd}", "\u{fffd}", "z"]);
+    }
+}
