@@ -149,7 +149,7 @@ fn run(lines: &[Vec<u8>]) -> (f64, u64) {
         if line.starts_with(br#"{"type":"start""#) {
             converter.begin_turn(Some("bench prompt"), &mut drafts);
         }
-        converter.convert_stdout_line(&line[..], &mut drafts);
+        converter.convert_stdout_line(bytes::Bytes::copy_from_slice(line), &mut drafts);
         let stamped = StoredEvent::stamp_all(
             &mut drafts,
             events + 1,

@@ -124,7 +124,7 @@ fn draft(n: u64) -> EventDraft {
             code: None,
             details: None,
         })),
-        Some(Arc::new(RawLine::Json(raw))),
+        Some(RawLine::Json(raw.into())),
     )
 }
 

@@ -6,12 +6,11 @@
 //! reader's limit was skipped and is reported. Locations (`stdout:N`) count the lines of each
 //! stream that carried something.
 
-use std::sync::Arc;
-
+use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use super::event::{ParseError, PrintModeEvent};
-use crate::universal::{AgentUnparsedData, EventData, EventDraft, RawLine};
+use crate::universal::{AgentUnparsedData, EventData, EventDraft, EventText, RawLine};
 
 /// Which output stream of the agent a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +32,7 @@ impl Stream {
 #[derive(Debug)]
 pub(crate) enum Intake {
     /// An event, with its line kept verbatim.
-    Event(PrintModeEvent, Arc<RawLine>),
+    Event(PrintModeEvent, RawLine),
     /// A stdout line that is not an event: its `agent.unparsed`.
     Unparsed(EventDraft),
     /// A blank stdout line: carries nothing.
@@ -49,17 +48,16 @@ pub(crate) struct LineIntake {
 }
 
 impl LineIntake {
-    /// Takes one stdout line (without its terminator). An owned line becomes the event's raw
-    /// line as it is (a borrowed one is copied once).
-    pub(crate) fn stdout(&mut self, line: impl Into<Vec<u8>>) -> Intake {
-        let line = line.into();
+    /// Takes one stdout line (without its terminator): it becomes the event's raw line as it
+    /// is, sharing the line's buffer.
+    pub(crate) fn stdout(&mut self, line: Bytes) -> Intake {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Intake::Blank;
         }
         let n = self.count(Stream::Stdout);
         // Hashed before the line moves into the parser, only when it is not an event.
         match parse_line(line) {
-            Ok((event, raw)) => Intake::Event(event, Arc::new(raw)),
+            Ok((event, raw)) => Intake::Event(event, raw),
             Err((error, raw, bytes)) => {
                 Intake::Unparsed(unparsed(error, format!("stdout:{n}"), &bytes, raw))
             }
@@ -73,8 +71,8 @@ impl LineIntake {
         if !looks_like_json {
             return Intake::Diagnostic;
         }
-        match parse_line(line.to_vec()) {
-            Ok((event, raw)) => Intake::Event(event, Arc::new(raw)),
+        match parse_line(Bytes::copy_from_slice(line)) {
+            Ok((event, raw)) => Intake::Event(event, raw),
             Err(_) => Intake::Diagnostic,
         }
     }
@@ -108,16 +106,16 @@ impl LineIntake {
 /// Parses a line into an event and its verbatim raw form (the line itself: it parsed whole,
 /// so it is JSON), or says why it is not one, with the raw form and the line's bytes.
 #[allow(clippy::type_complexity)]
-fn parse_line(line: Vec<u8>) -> Result<(PrintModeEvent, RawLine), (String, RawLine, Vec<u8>)> {
-    let text = match String::from_utf8(line) {
+fn parse_line(line: Bytes) -> Result<(PrintModeEvent, RawLine), (String, RawLine, Bytes)> {
+    let text = match EventText::from_utf8(line) {
         Ok(text) => text,
-        Err(e) => {
-            let raw = RawLine::Text(String::from_utf8_lossy(e.as_bytes()).into_owned());
-            return Err((
-                format!("invalid UTF-8: {}", e.utf8_error()),
-                raw,
-                e.into_bytes(),
-            ));
+        Err(bytes) => {
+            let error = match std::str::from_utf8(&bytes) {
+                Err(e) => format!("invalid UTF-8: {e}"),
+                Ok(_) => "invalid UTF-8".to_owned(),
+            };
+            let raw = RawLine::Text(String::from_utf8_lossy(&bytes).into_owned());
+            return Err((error, raw, bytes));
         }
     };
     let trimmed = text.trim_end_matches('\r');
@@ -144,7 +142,7 @@ fn unparsed(error: String, location: String, bytes: &[u8], raw: RawLine) -> Even
             location,
             raw_hash: Some(format!("sha256:{hex}")),
         }),
-        Some(Arc::new(raw)),
+        Some(raw),
     )
 }
 
@@ -166,11 +164,11 @@ mod tests {
     fn an_event_line_is_parsed_and_kept_verbatim() {
         let mut intake = LineIntake::default();
         let line = br#"{"type":"text", "text":"hi"}"#;
-        match intake.stdout(line) {
+        match intake.stdout(Bytes::copy_from_slice(line)) {
             Intake::Event(PrintModeEvent::Text(t), raw) => {
                 assert_eq!(t.text, "hi");
                 assert!(
-                    matches!(&*raw, RawLine::Json(j) if j == r#"{"type":"text", "text":"hi"}"#)
+                    matches!(&raw, RawLine::Json(j) if j.as_str() == r#"{"type":"text", "text":"hi"}"#)
                 );
             }
             other => panic!("{other:?}"),
@@ -184,9 +182,9 @@ mod tests {
             &b" \t{\"type\":\"text\",\"text\":\"a\"}  \r"[..],
             b"{\"type\":\"text\",\"text\":\"a\"}\r\r",
         ] {
-            match intake.stdout(line) {
+            match intake.stdout(Bytes::copy_from_slice(line)) {
                 Intake::Event(_, raw) => {
-                    assert_eq!(*raw, RawLine::Json(r#"{"type":"text","text":"a"}"#.into()))
+                    assert_eq!(raw, RawLine::Json(r#"{"type":"text","text":"a"}"#.into()))
                 }
                 other => panic!("{other:?}"),
             }
@@ -199,8 +197,8 @@ mod tests {
             ),
             (b"{broken\r", RawLine::Text("{broken".into())),
         ] {
-            match intake.stdout(line) {
-                Intake::Unparsed(draft) => assert_eq!(draft.raw.as_deref(), Some(&want)),
+            match intake.stdout(Bytes::copy_from_slice(line)) {
+                Intake::Unparsed(draft) => assert_eq!(draft.raw.as_ref(), Some(&want)),
                 other => panic!("{other:?}"),
             }
         }
@@ -210,7 +208,7 @@ mod tests {
     fn an_unparsed_line_s_hash_is_of_its_bytes_as_read() {
         let mut intake = LineIntake::default();
         for line in [&b"not json\r\r"[..], b"{\"no\":\"type\"}\r", &[0xff, b'\r']] {
-            let d = unparsed_data(intake.stdout(line));
+            let d = unparsed_data(intake.stdout(Bytes::copy_from_slice(line)));
             let want: String = Sha256::digest(line)
                 .iter()
                 .map(|b| format!("{b:02x}"))
@@ -222,21 +220,27 @@ mod tests {
     #[test]
     fn blank_lines_carry_nothing_and_are_not_counted() {
         let mut intake = LineIntake::default();
-        assert!(matches!(intake.stdout(b"  \t"), Intake::Blank));
-        assert!(matches!(intake.stdout(b""), Intake::Blank));
-        let d = unparsed_data(intake.stdout(b"oops"));
+        assert!(matches!(
+            intake.stdout(Bytes::copy_from_slice(b"  \t")),
+            Intake::Blank
+        ));
+        assert!(matches!(
+            intake.stdout(Bytes::copy_from_slice(b"")),
+            Intake::Blank
+        ));
+        let d = unparsed_data(intake.stdout(Bytes::copy_from_slice(b"oops")));
         assert_eq!(d.location, "stdout:1");
     }
 
     #[test]
     fn lines_that_are_not_events_are_unparsed_with_their_location_and_hash() {
         let mut intake = LineIntake::default();
-        let d = unparsed_data(intake.stdout(b"not json"));
+        let d = unparsed_data(intake.stdout(Bytes::copy_from_slice(b"not json")));
         assert_eq!(d.location, "stdout:1");
         assert!(d.raw_hash.unwrap().starts_with("sha256:"));
-        let d = unparsed_data(intake.stdout(br#"{"no":"type"}"#));
+        let d = unparsed_data(intake.stdout(Bytes::copy_from_slice(br#"{"no":"type"}"#)));
         assert_eq!(d.location, "stdout:2");
-        let d = unparsed_data(intake.stdout([0xff, 0xfe]));
+        let d = unparsed_data(intake.stdout(Bytes::copy_from_slice(&[0xff, 0xfe])));
         assert!(d.error.starts_with("invalid UTF-8"), "{}", d.error);
     }
 
@@ -262,7 +266,7 @@ mod tests {
         };
         assert_eq!(d.location, "stderr:2");
         assert!(d.error.contains("9000000") && d.error.contains("8388608"));
-        match draft.raw.as_deref() {
+        match draft.raw.as_ref() {
             Some(RawLine::Text(t)) => assert_eq!(t.len(), 1024),
             other => panic!("{other:?}"),
         }

@@ -64,7 +64,7 @@ impl OpenItem {
         native_item_id: Option<String>,
         parent_id: Option<String>,
         streamed: Streamed,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) -> OpenItem {
         let open = OpenItem {
@@ -88,7 +88,7 @@ impl OpenItem {
     pub(crate) fn append(
         &mut self,
         delta: String,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         self.text.push_str(&delta);
@@ -113,7 +113,7 @@ impl OpenItem {
     pub(crate) fn complete(
         self,
         status: ItemStatus,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let text = self.text.to_text();

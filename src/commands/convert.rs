@@ -86,7 +86,7 @@ fn stdout_event(frame: Frame<'_>) -> ProcessEvent {
     match frame {
         Frame::Line(line) => ProcessEvent::Line {
             stream: OutputStream::Stdout,
-            line: line.to_vec(),
+            line: bytes::Bytes::copy_from_slice(line),
         },
         Frame::Oversized { length, prefix } => ProcessEvent::Oversized {
             stream: OutputStream::Stdout,

@@ -301,7 +301,7 @@ mod tests {
         out.clear();
         let line = |stream, text: &str| ProcessEvent::Line {
             stream,
-            line: text.as_bytes().to_vec(),
+            line: bytes::Bytes::copy_from_slice(text.as_bytes()),
         };
         assert_eq!(
             driver.take(

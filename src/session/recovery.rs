@@ -209,7 +209,7 @@ mod tests {
         let mut drafts = Vec::new();
         c.begin_turn(Some("first"), &mut drafts);
         for l in lines {
-            c.convert_stdout_line(l.as_bytes(), &mut drafts);
+            c.convert_stdout_line(bytes::Bytes::copy_from_slice(l.as_bytes()), &mut drafts);
         }
         if end {
             c.end_turn(

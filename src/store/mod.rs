@@ -18,7 +18,6 @@ mod row;
 mod sqlite;
 mod stored;
 mod tail;
-mod text;
 mod writer;
 
 use std::path::Path;
@@ -29,14 +28,14 @@ use tokio::sync::watch;
 
 use crate::universal::EventDraft;
 
+pub use crate::universal::EventText;
+pub(crate) use crate::universal::TextBlocks;
 pub use batched::{DurableStore, StoreOptions};
 pub use coordination::{Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use stored::{StoredEvent, StoredRaw};
-pub use text::EventText;
-pub(crate) use text::TextBlocks;
 
 /// The file name of the default SQLite database inside the data directory.
 pub const DEFAULT_DATABASE: &str = "codebuffd.db";

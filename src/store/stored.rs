@@ -11,11 +11,11 @@ use memchr::memmem::Finder;
 
 use serde_json::value::RawValue;
 
-use super::text::{EventText, TextBlocks};
 use super::StoreError;
 use crate::universal::{
     layout, Envelope, EventData, EventDraft, EventView, RawLine, UniversalEvent,
 };
+use crate::universal::{EventText, TextBlocks};
 
 /// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
 const NO_RAW_END: &str = "null}";
@@ -45,7 +45,7 @@ pub struct StoredEvent {
 #[derive(Debug, Clone)]
 pub enum StoredRaw {
     /// As the converter made it, shared by the events of one agent line.
-    Line(Arc<RawLine>),
+    Line(RawLine),
     /// As read back from a database: JSON text (a line that was not JSON is a JSON string).
     Json(EventText),
 }
@@ -54,7 +54,7 @@ impl StoredRaw {
     /// The raw line as JSON text.
     pub fn json(&self) -> Cow<'_, str> {
         match self {
-            StoredRaw::Line(line) => match &**line {
+            StoredRaw::Line(line) => match line {
                 RawLine::Json(json) => json.as_str().into(),
                 // Serializing a string cannot fail.
                 RawLine::Text(text) => serde_json::to_string(text).unwrap_or_default().into(),
@@ -66,23 +66,23 @@ impl StoredRaw {
     /// True for a line that was not JSON (stored as a JSON string).
     pub fn is_text(&self) -> bool {
         match self {
-            StoredRaw::Line(line) => matches!(**line, RawLine::Text(_)),
+            StoredRaw::Line(line) => matches!(line, RawLine::Text(_)),
             StoredRaw::Json(json) => json.starts_with('"'),
         }
     }
 
-    fn to_line(&self) -> Result<Arc<RawLine>, StoreError> {
+    fn to_line(&self) -> Result<RawLine, StoreError> {
         let json = match self {
             StoredRaw::Line(line) => return Ok(line.clone()),
             StoredRaw::Json(json) => json,
         };
         let invalid = |e: serde_json::Error| invalid(format!("a raw line: {e}"));
-        Ok(Arc::new(if json.starts_with('"') {
+        Ok(if json.starts_with('"') {
             RawLine::Text(serde_json::from_str(json).map_err(invalid)?)
         } else {
             serde_json::from_str::<&RawValue>(json).map_err(invalid)?;
-            RawLine::Json(json.to_string())
-        }))
+            RawLine::Json(json.clone())
+        })
     }
 }
 
@@ -282,7 +282,7 @@ mod tests {
             native_item_id: None,
             delta: "a \"type\":\"turn.ended\" b\nc".into(),
         }));
-        draft.raw = raw.map(Arc::new);
+        draft.raw = raw;
         UniversalEvent::from_draft(draft, sequence, "t".into(), "ses".into(), None)
     }
 

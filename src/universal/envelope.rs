@@ -117,7 +117,7 @@ pub(crate) fn sample_drafts() -> Vec<crate::universal::EventDraft> {
                 native_item_id: Some("n\"1".into()),
                 delta: "a \"type\":\"turn.ended\" ]\nline é \u{1} \\".into(),
             }),
-            Some(std::sync::Arc::new(RawLine::Text("raw".into()))),
+            Some(RawLine::Text("raw".into())),
         ),
         EventDraft::synthetic(EventData::TurnStarted(Box::new(TurnData {
             phase: TurnPhase::Started,

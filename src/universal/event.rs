@@ -14,6 +14,7 @@ use super::data::{
     AgentUnparsedData, ErrorData, ItemDeltaData, ItemEventData, PermissionData, QuestionData,
     SessionEndedData, SessionStartedData, TurnData,
 };
+use super::text::EventText;
 
 /// One recorded event: the envelope of `docs/universal-events.md` §1 around an [`EventData`].
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +30,7 @@ pub struct UniversalEvent {
     pub synthetic: bool,
     pub data: EventData,
     /// The agent line the event came from; served only when the client asks for it.
-    pub raw: Option<Arc<RawLine>>,
+    pub raw: Option<RawLine>,
 }
 
 /// Who produced an event: `daemon` iff the event is synthetic.
@@ -45,7 +46,7 @@ pub enum EventSource {
 pub struct EventDraft {
     pub data: EventData,
     pub synthetic: bool,
-    pub raw: Option<Arc<RawLine>>,
+    pub raw: Option<RawLine>,
 }
 
 impl EventDraft {
@@ -59,7 +60,7 @@ impl EventDraft {
     }
 
     /// An event converted from an agent line.
-    pub fn from_agent(data: EventData, raw: Option<Arc<RawLine>>) -> Self {
+    pub fn from_agent(data: EventData, raw: Option<RawLine>) -> Self {
         EventDraft {
             data,
             synthetic: false,
@@ -72,9 +73,10 @@ impl EventDraft {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RawLine {
     /// A JSON value's text, without the whitespace around it. Always valid JSON: made by
-    /// [`RawLine::json`], or from a line that was just parsed whole (the agent's lines, kept
-    /// as read: neither parsed a second time nor copied).
-    Json(String),
+    /// [`RawLine::json_or_text`], or from a line that was just parsed whole (the agent's
+    /// lines, kept as read: neither parsed a second time nor copied, a slice of the buffer
+    /// the line was read into).
+    Json(EventText),
     Text(String),
 }
 
@@ -85,19 +87,20 @@ impl RawLine {
     /// `text` as JSON if it is one JSON value, else as text.
     pub fn json_or_text(text: String) -> RawLine {
         if serde_json::from_str::<&RawValue>(&text).is_ok() {
-            RawLine::parsed(text)
+            RawLine::parsed(text.into())
         } else {
             RawLine::Text(text)
         }
     }
 
-    /// `text`, which the caller has parsed whole as JSON, kept as JSON.
-    pub(crate) fn parsed(mut text: String) -> RawLine {
+    /// `text`, which the caller has parsed whole as JSON, kept as JSON (sharing its buffer).
+    pub(crate) fn parsed(text: EventText) -> RawLine {
         let value = text.trim_matches(JSON_SPACE);
-        if value.len() != text.len() {
-            text = value.to_owned();
+        if value.len() == text.len() {
+            RawLine::Json(text)
+        } else {
+            RawLine::Json(text.slice_ref(value))
         }
-        RawLine::Json(text)
     }
 }
 
@@ -105,7 +108,7 @@ impl Serialize for RawLine {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             // Checked once more here only: the stored and served forms are written as text.
-            RawLine::Json(json) => serde_json::from_str::<&RawValue>(json)
+            RawLine::Json(json) => serde_json::from_str::<&RawValue>(json.as_str())
                 .map_err(serde::ser::Error::custom)?
                 .serialize(serializer),
             RawLine::Text(text) => serializer.serialize_str(text),
@@ -271,11 +274,7 @@ impl UniversalEvent {
             native_session_id: self.native_session_id.as_deref(),
             synthetic: self.synthetic,
             data: &self.data,
-            raw: if include_raw {
-                self.raw.as_deref()
-            } else {
-                None
-            },
+            raw: if include_raw { self.raw.as_ref() } else { None },
         }
     }
 
@@ -379,7 +378,7 @@ impl<'de> Deserialize<'de> for UniversalEvent {
         let raw = w
             .raw
             .filter(|r| r.get() != "null")
-            .map(|r| Arc::new(RawLine::Json(Box::<str>::from(r).into_string())));
+            .map(|r| RawLine::Json(Box::<str>::from(r).into_string().into()));
         Ok(UniversalEvent {
             sequence: w.sequence,
             time: w.time,
@@ -399,9 +398,12 @@ mod tests {
     #[test]
     fn a_draft_is_no_larger_than_an_item_event_needs() {
         let item = std::mem::size_of::<ItemEventData>().max(std::mem::size_of::<ItemDeltaData>());
-        // The item payload, the variant's tag, the raw line and the synthetic flag.
+        // The item payload, the variant's tag, the raw line (a slice of the agent's read
+        // buffer) and the synthetic flag.
+        let raw = std::mem::size_of::<Option<RawLine>>();
+        assert!(raw <= 40, "a raw line is {raw} bytes");
         assert!(
-            std::mem::size_of::<EventDraft>() <= item + 24,
+            std::mem::size_of::<EventDraft>() <= item + 16 + raw,
             "an EventDraft is {} bytes, its largest item payload {item}",
             std::mem::size_of::<EventDraft>()
         );

@@ -19,6 +19,7 @@ mod event;
 mod item;
 mod schema;
 mod stderr;
+mod text;
 mod time;
 
 pub use content::{ContentPart, FileAction, ReasoningVisibility};
@@ -39,4 +40,5 @@ pub use event::{
 };
 pub use item::{Item, ItemKind, ItemRole, ItemStatus};
 pub use stderr::{StderrCollector, StderrOutput};
+pub use text::{EventText, TextBlocks, BLOCK_BYTES};
 pub use time::format_time;

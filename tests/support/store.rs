@@ -1,8 +1,6 @@
 //! Helpers for the tests that use an `EventStore` directly (`store_suite.rs`, `store_open.rs`):
 //! records, drafts with every kind of raw line, appends, a runtime, and the Postgres gate.
 
-use std::sync::Arc;
-
 use codebuffd::store::{EventStore, SessionRecord};
 use codebuffd::universal::{ErrorData, EventData, EventDraft, RawLine, TurnData, TurnPhase};
 
@@ -35,12 +33,10 @@ pub fn draft(n: u64) -> EventDraft {
     }));
     let raw = match n % 3 {
         0 => None,
-        1 => Some(Arc::new(RawLine::Json(format!(
-            r#"{{"type":"text","n":{n},"s":"é\u0000"}}"#
-        )))),
-        _ => Some(Arc::new(RawLine::Text(format!(
-            "not json {n} \u{0} ünïcode \"q\""
-        )))),
+        1 => Some(RawLine::Json(
+            format!(r#"{{"type":"text","n":{n},"s":"é\u0000"}}"#).into(),
+        )),
+        _ => Some(RawLine::Text(format!("not json {n} \u{0} ünïcode \"q\""))),
     };
     EventDraft::from_agent(data, raw)
 }

@@ -97,7 +97,10 @@ pub enum OutputStream {
 pub enum ProcessEvent {
     /// A line of output without its `\n` (the unterminated last line of a pipe is a line too);
     /// the bytes are untouched, valid UTF-8 or not.
-    Line { stream: OutputStream, line: Vec<u8> },
+    Line {
+        stream: OutputStream,
+        line: bytes::Bytes,
+    },
     /// A line longer than `max_line_bytes`: `length` is its full size, `prefix` its first bytes;
     /// the rest was skipped and reading went on with the next line.
     Oversized {

@@ -5,6 +5,7 @@
 
 use std::io;
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout_at, Instant};
@@ -35,10 +36,12 @@ enum BatchFrame {
 }
 
 impl Batch {
-    fn new(stream: OutputStream) -> Batch {
+    /// A batch for about `bytes` bytes: its buffer is what the lines of one read keep alive
+    /// (they are slices of it), so it is not made larger than they need.
+    fn new(stream: OutputStream, bytes: usize) -> Batch {
         Batch {
             stream,
-            bytes: Vec::new(),
+            bytes: Vec::with_capacity(bytes),
             frames: Vec::new(),
         }
     }
@@ -60,9 +63,13 @@ impl Batch {
     }
 }
 
-/// The consumer's position in the batch it is handing out.
+/// The consumer's position in the batch it is handing out. Its lines are slices of the
+/// batch's buffer (no allocation per line): an agent's line becomes its events' raw line
+/// as it is.
 pub(super) struct Cursor {
-    batch: Batch,
+    stream: OutputStream,
+    bytes: Bytes,
+    frames: Vec<BatchFrame>,
     frame: usize,
     offset: usize,
 }
@@ -70,23 +77,25 @@ pub(super) struct Cursor {
 impl Cursor {
     pub(super) fn new(batch: Batch) -> Cursor {
         Cursor {
-            batch,
+            stream: batch.stream,
+            bytes: Bytes::from(batch.bytes),
+            frames: batch.frames,
             frame: 0,
             offset: 0,
         }
     }
 
     pub(super) fn next(&mut self) -> Option<ProcessEvent> {
-        let frame = *self.batch.frames.get(self.frame)?;
+        let frame = *self.frames.get(self.frame)?;
         self.frame += 1;
-        let stream = self.batch.stream;
+        let stream = self.stream;
         let start = self.offset;
         Some(match frame {
             BatchFrame::Line { len } => {
                 self.offset += len;
                 ProcessEvent::Line {
                     stream,
-                    line: self.batch.bytes[start..self.offset].to_vec(),
+                    line: self.bytes.slice(start..self.offset),
                 }
             }
             BatchFrame::Oversized { length, prefix_len } => {
@@ -94,7 +103,7 @@ impl Cursor {
                 ProcessEvent::Oversized {
                     stream,
                     length,
-                    prefix: self.batch.bytes[start..self.offset].to_vec(),
+                    prefix: self.bytes[start..self.offset].to_vec(),
                 }
             }
         })
@@ -140,7 +149,7 @@ pub(super) async fn read_output<R: AsyncRead + Unpin>(
         match result {
             Ok(0) => break,
             Ok(n) => {
-                let mut batch = Batch::new(stream);
+                let mut batch = Batch::new(stream, n);
                 framer.push(&buf[..n], &mut |frame| batch.push(frame));
                 if !batch.frames.is_empty() && events.send(Message::Output(batch)).await.is_err() {
                     return; // nobody listens any more
@@ -153,7 +162,7 @@ pub(super) async fn read_output<R: AsyncRead + Unpin>(
             }
         }
     }
-    let mut batch = Batch::new(stream);
+    let mut batch = Batch::new(stream, 0);
     framer.finish(&mut |frame| batch.push(frame));
     if !batch.frames.is_empty() {
         let _ = events.send(Message::Output(batch)).await;

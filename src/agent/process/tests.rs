@@ -46,7 +46,7 @@ fn lines(events: &[ProcessEvent], want: OutputStream) -> Vec<Vec<u8>> {
     events
         .iter()
         .filter_map(|e| match e {
-            ProcessEvent::Line { stream, line } if *stream == want => Some(line.clone()),
+            ProcessEvent::Line { stream, line } if *stream == want => Some(line.to_vec()),
             _ => None,
         })
         .collect()

@@ -33,12 +33,7 @@ pub(super) struct ToolCallInfo {
 }
 
 impl CodebuffConverter {
-    pub(super) fn start(
-        &mut self,
-        e: StartEvent,
-        raw: Option<Arc<RawLine>>,
-        out: &mut Vec<EventDraft>,
-    ) {
+    pub(super) fn start(&mut self, e: StartEvent, raw: Option<RawLine>, out: &mut Vec<EventDraft>) {
         if let Some(id) = &e.session_id {
             self.native_session_id = Some(id.clone());
         }
@@ -53,7 +48,7 @@ impl CodebuffConverter {
     pub(super) fn text_delta(
         &mut self,
         e: TextEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let owner = self.subagents.owner(e.agent_id.as_deref());
@@ -62,12 +57,7 @@ impl CodebuffConverter {
             .append(e.text, raw, out);
     }
 
-    pub(super) fn text(
-        &mut self,
-        e: TextEvent,
-        raw: Option<Arc<RawLine>>,
-        out: &mut Vec<EventDraft>,
-    ) {
+    pub(super) fn text(&mut self, e: TextEvent, raw: Option<RawLine>, out: &mut Vec<EventDraft>) {
         let owner = self.subagents.owner(e.agent_id.as_deref());
         self.open.close_reasoning_of(&owner, out);
         let mut message = match self.open.take_message(&owner) {
@@ -81,7 +71,7 @@ impl CodebuffConverter {
     pub(super) fn reasoning_delta(
         &mut self,
         e: ReasoningDeltaEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let run_id = e.run_id.clone().unwrap_or_default();
@@ -122,7 +112,7 @@ impl CodebuffConverter {
     pub(super) fn tool_call(
         &mut self,
         e: ToolCallEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let owner = self.subagents.owner(e.agent_id.as_deref());
@@ -188,7 +178,7 @@ impl CodebuffConverter {
     pub(super) fn tool_progress(
         &mut self,
         e: ToolProgressEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let delta = match &e.output {
@@ -218,7 +208,7 @@ impl CodebuffConverter {
     pub(super) fn tool_result(
         &mut self,
         e: ToolResultEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let call = self.calls.get(&e.tool_call_id);
@@ -293,7 +283,7 @@ impl CodebuffConverter {
     pub(super) fn subagent_start(
         &mut self,
         e: SubagentEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         self.subagents.start(&mut self.ids, e, raw, out);
@@ -304,7 +294,7 @@ impl CodebuffConverter {
     pub(super) fn subagent_finish(
         &mut self,
         e: SubagentEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let owner = Owner::Agent(e.agent_id.clone());
@@ -320,7 +310,7 @@ impl CodebuffConverter {
     pub(super) fn permission_request(
         &mut self,
         e: PermissionRequestEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let kind = e.kind.unwrap_or_else(|| {
@@ -353,12 +343,7 @@ impl CodebuffConverter {
         self.outbox.extend(line);
     }
 
-    pub(super) fn error(
-        &mut self,
-        e: ErrorEvent,
-        raw: Option<Arc<RawLine>>,
-        out: &mut Vec<EventDraft>,
-    ) {
+    pub(super) fn error(&mut self, e: ErrorEvent, raw: Option<RawLine>, out: &mut Vec<EventDraft>) {
         let code = e
             .code
             .clone()
@@ -390,7 +375,7 @@ impl CodebuffConverter {
     pub(super) fn cost(
         &mut self,
         total_cost: f64,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         if cost::is_valid(total_cost) {
@@ -405,7 +390,7 @@ impl CodebuffConverter {
     pub(super) fn finish(
         &mut self,
         e: FinishEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         if !self.turn.running() {
@@ -431,12 +416,7 @@ impl CodebuffConverter {
         });
     }
 
-    pub(super) fn other(
-        &mut self,
-        e: OtherEvent,
-        raw: Option<Arc<RawLine>>,
-        out: &mut Vec<EventDraft>,
-    ) {
+    pub(super) fn other(&mut self, e: OtherEvent, raw: Option<RawLine>, out: &mut Vec<EventDraft>) {
         if e.is_fork_type() {
             let detail = Value::Object(e.fields).to_string();
             self.status_item(&e.event_type, Some(detail), raw, out);
@@ -462,7 +442,7 @@ impl CodebuffConverter {
     fn message_of(
         &mut self,
         owner: Owner,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) -> &mut OpenItem {
         let (ids, subagents) = (&mut self.ids, &self.subagents);
@@ -475,7 +455,7 @@ impl CodebuffConverter {
         &mut self,
         label: &str,
         detail: Option<String>,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let item = Item {
@@ -500,7 +480,7 @@ fn new_message(
     ids: &mut ItemIds,
     subagents: &Subagents,
     owner: &Owner,
-    raw: Option<Arc<RawLine>>,
+    raw: Option<RawLine>,
     out: &mut Vec<EventDraft>,
 ) -> OpenItem {
     OpenItem::open(
@@ -514,7 +494,7 @@ fn new_message(
 }
 
 /// The `error` saying that a reported cost was ignored (code `invalid_cost`).
-fn invalid_cost(event: &str, credits: f64, raw: Option<Arc<RawLine>>) -> EventDraft {
+fn invalid_cost(event: &str, credits: f64, raw: Option<RawLine>) -> EventDraft {
     let data = ErrorData {
         message: format!(
             "the agent reported a cost of {credits} credits in `{event}`; a cost must be a finite number of at least 0, so it was ignored"

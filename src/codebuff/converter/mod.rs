@@ -186,7 +186,7 @@ impl CodebuffConverter {
 
     /// Converts one stdout line (without its terminator). Never fails: a line that is not an
     /// event becomes `agent.unparsed`; a blank line carries nothing.
-    pub fn convert_stdout_line(&mut self, line: impl Into<Vec<u8>>, out: &mut Vec<EventDraft>) {
+    pub fn convert_stdout_line(&mut self, line: bytes::Bytes, out: &mut Vec<EventDraft>) {
         match self.intake.stdout(line) {
             Intake::Event(event, raw) => self.convert_event(event, Some(raw), out),
             Intake::Unparsed(draft) => out.push(draft),
@@ -225,7 +225,7 @@ impl CodebuffConverter {
     pub fn convert_event(
         &mut self,
         event: PrintModeEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         match event {
@@ -252,7 +252,7 @@ impl CodebuffConverter {
 }
 
 /// An item that starts and completes at once (tool calls, results, status lines).
-fn whole_item(item: Item, raw: Option<Arc<RawLine>>, out: &mut Vec<EventDraft>) {
+fn whole_item(item: Item, raw: Option<RawLine>, out: &mut Vec<EventDraft>) {
     let mut started = item.clone();
     started.status = ItemStatus::InProgress;
     out.push(EventDraft::from_agent(

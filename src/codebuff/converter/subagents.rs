@@ -54,7 +54,7 @@ impl Subagents {
         &mut self,
         ids: &mut ItemIds,
         e: SubagentEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         let item = self.item(ids, &e);
@@ -73,7 +73,7 @@ impl Subagents {
         &mut self,
         ids: &mut ItemIds,
         e: SubagentEvent,
-        raw: Option<Arc<RawLine>>,
+        raw: Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) {
         match self.by_id.get_mut(&e.agent_id) {

@@ -8,7 +8,7 @@ use crate::universal::{ItemDeltaData, PermissionStatus};
 fn feed(converter: &mut CodebuffConverter, lines: &[&str]) -> Vec<EventDraft> {
     let mut out = Vec::new();
     for line in lines {
-        converter.convert_stdout_line(line.as_bytes(), &mut out);
+        converter.convert_stdout_line(bytes::Bytes::copy_from_slice(line.as_bytes()), &mut out);
     }
     out
 }

@@ -5,8 +5,6 @@
 //!
 //! Pure state: the converter owns one [`Turn`] and asks it for the drafts; items are its own.
 
-use std::sync::Arc;
-
 use super::cost::Spending;
 use crate::universal::{
     Cost, ErrorData, EventData, EventDraft, RawLine, StderrOutput, TurnData, TurnMetadata,
@@ -31,7 +29,7 @@ pub(super) struct Finished {
     pub cost: Cost,
     pub cost_reported: bool,
     pub agent_id: Option<String>,
-    pub raw: Option<Arc<RawLine>>,
+    pub raw: Option<RawLine>,
 }
 
 /// What a fatal `error` of the run said; it decides how the turn ended.

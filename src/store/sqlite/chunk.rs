@@ -238,7 +238,6 @@ impl ChunkReader {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use super::*;
     use crate::universal::{EventData, EventDraft, ItemDeltaData, RawLine};
@@ -251,7 +250,7 @@ mod tests {
                     native_item_id: None,
                     delta: format!("delta {n} \"quoted\"\n"),
                 });
-                let raw = (n % 2 == 0).then(|| Arc::new(RawLine::Text(format!("line {n}"))));
+                let raw = (n % 2 == 0).then(|| RawLine::Text(format!("line {n}")));
                 EventDraft::from_agent(data, raw)
             })
             .collect();

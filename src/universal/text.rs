@@ -1,5 +1,5 @@
-//! [`EventText`]: an event's stored text, a slice of a block that the events appended (or read
-//! back) together share.
+//! [`EventText`]: an event's stored text (or an agent's line), a slice of a buffer that the
+//! events appended (or read back, or read from one agent pipe) together share.
 //!
 //! Why: an event's JSON was one allocation of its own, made on the appender's thread and
 //! freed on whichever thread let the event go last (the writer after its commit, the tail, a
@@ -13,33 +13,47 @@
 //! page) keeps alive beside itself.
 
 use std::fmt;
-use std::ops::{Deref, Range};
-use std::sync::Arc;
+use std::ops::Deref;
+
+use bytes::Bytes;
 
 /// The bytes after which a block is cut (it holds at most this plus one event).
 pub const BLOCK_BYTES: usize = 16 * 1024;
 
-/// An event's text: a slice of a shared block. Cheap to clone (one reference count).
-#[derive(Clone)]
-pub struct EventText {
-    block: Arc<str>,
-    range: Range<usize>,
-}
+/// An event's text (or an agent's line): UTF-8 in a shared buffer. Cheap to clone (one
+/// reference count).
+#[derive(Clone, Default)]
+pub struct EventText(Bytes);
 
 impl EventText {
-    /// The text alone in a block of its own.
+    /// The text alone in a buffer of its own.
     pub fn new(text: &str) -> EventText {
-        EventText {
-            block: text.into(),
-            range: 0..text.len(),
+        EventText(Bytes::copy_from_slice(text.as_bytes()))
+    }
+
+    /// The bytes as text, sharing their buffer; the bytes back when they are not UTF-8.
+    pub fn from_utf8(bytes: Bytes) -> Result<EventText, Bytes> {
+        match std::str::from_utf8(&bytes) {
+            Ok(_) => Ok(EventText(bytes)),
+            Err(_) => Err(bytes),
         }
     }
 
     pub fn as_str(&self) -> &str {
-        debug_assert!(self.block.get(self.range.clone()).is_some());
-        // SAFETY: `range` is within `block` and on character boundaries: `new` takes the
-        // whole text, `TextBlocks::cut` checks both ends of every range it makes.
-        unsafe { self.block.get_unchecked(self.range.clone()) }
+        debug_assert!(std::str::from_utf8(&self.0).is_ok());
+        // SAFETY: every constructor checks the bytes are UTF-8 (`cut` checks its blocks and
+        // that each text ends on a character; `slice_ref` takes a part of a `&str`).
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    }
+
+    /// The text's bytes, sharing their buffer.
+    pub fn into_bytes(self) -> Bytes {
+        self.0
+    }
+
+    /// The part `sub` of this text (a slice of [`EventText::as_str`]), sharing the buffer.
+    pub fn slice_ref(&self, sub: &str) -> EventText {
+        EventText(self.0.slice_ref(sub.as_bytes()))
     }
 }
 
@@ -64,8 +78,21 @@ impl From<&str> for EventText {
 }
 
 impl From<String> for EventText {
+    /// Takes the string's buffer (no copy).
     fn from(text: String) -> EventText {
-        EventText::new(&text)
+        EventText(Bytes::from(text.into_bytes()))
+    }
+}
+
+impl PartialEq<str> for EventText {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for EventText {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
     }
 }
 
@@ -148,13 +175,10 @@ impl TextBlocks {
             .filter(|block| self.ends.iter().all(|&to| block.is_char_boundary(to)));
         match block {
             Some(block) => {
-                let block: Arc<str> = block.into();
+                let block = Bytes::copy_from_slice(block.as_bytes());
                 let mut from = 0;
                 for &to in &self.ends {
-                    self.done.push(EventText {
-                        block: block.clone(),
-                        range: from..to,
-                    });
+                    self.done.push(EventText(block.slice(from..to)));
                     from = to;
                 }
             }
@@ -192,6 +216,21 @@ mod tests {
         blocks.share()
     }
 
+    /// The byte lengths of the blocks `out` was cut into: texts of one block follow each
+    /// other in memory (two allocations never touch: the allocator puts a header between).
+    fn block_lengths(out: &[EventText]) -> Vec<usize> {
+        let mut lengths: Vec<usize> = Vec::new();
+        let mut end: Option<*const u8> = None;
+        for t in out.iter().filter(|t| !t.is_empty()) {
+            match lengths.last_mut() {
+                Some(len) if end == Some(t.as_ptr()) => *len += t.len(),
+                _ => lengths.push(t.len()),
+            }
+            end = Some(t.as_ptr().wrapping_add(t.len()));
+        }
+        lengths
+    }
+
     #[test]
     fn texts_come_back_in_order_sharing_blocks_of_at_most_the_bound() {
         let mut blocks = TextBlocks::default();
@@ -204,18 +243,16 @@ mod tests {
         for (got, want) in out.iter().zip(&texts) {
             assert_eq!(got.as_str(), want);
         }
-        let mut shared: Vec<*const u8> = out.iter().map(|t| t.block.as_ptr()).collect();
-        shared.dedup();
+        let lengths = block_lengths(&out);
         let total: usize = texts.iter().map(String::len).sum();
-        assert!(
-            shared.len() >= total / BLOCK_BYTES,
-            "{} blocks",
-            shared.len()
-        );
-        assert!(shared.len() < texts.len() / 100, "{} blocks", shared.len());
+        assert_eq!(lengths.iter().sum::<usize>(), total);
+        assert_eq!(lengths.len(), total.div_ceil(BLOCK_BYTES), "{lengths:?}");
         let longest = texts.iter().map(String::len).max().unwrap();
-        for t in &out {
-            assert!(t.block.len() < BLOCK_BYTES + longest);
+        for len in &lengths[..lengths.len() - 1] {
+            assert!(
+                (BLOCK_BYTES..BLOCK_BYTES + longest).contains(len),
+                "{lengths:?}"
+            );
         }
         // The buffer is empty for the next batch.
         assert!(blocks.share().is_empty());
@@ -229,13 +266,26 @@ mod tests {
         let out = write(&mut blocks, &[b"small", &huge, b"", b"after"]);
         assert_eq!(out[0].as_str(), "small");
         assert_eq!(out[1].len(), huge.len());
-        // Cut with the text before it, the texts after it in a block of their own.
-        assert_eq!(out[1].block.len(), huge.len() + 5);
-        assert_eq!(out[3].block.len(), 5);
         assert_eq!(out[2].as_str(), "");
         assert_eq!(out[3].as_str(), "after");
+        // Cut with the text before it, the texts after it in a block of their own.
+        assert_eq!(block_lengths(&out), [huge.len() + 5, 5]);
         // The huge buffer is not kept.
-        assert!(blocks.buf.capacity() < MAX_KEPT, "{}", blocks.buf.capacity());
+        assert!(
+            blocks.buf.capacity() < MAX_KEPT,
+            "{}",
+            blocks.buf.capacity()
+        );
+    }
+
+    #[test]
+    fn a_part_of_a_text_shares_its_buffer() {
+        let text = EventText::from(" {\"a\":1}\r".to_owned());
+        let part = text.slice_ref(text.trim());
+        assert_eq!(part.as_str(), "{\"a\":1}");
+        assert_eq!(part.as_ptr(), text[1..].as_ptr());
+        assert!(EventText::from_utf8(bytes::Bytes::from_static(b"\xff")).is_err());
+        assert_eq!(EventText::from_utf8("é".into()).unwrap().as_str(), "é");
     }
 
     #[test]
