@@ -13,9 +13,9 @@ use serde_json::value::RawValue;
 
 use super::StoreError;
 use crate::universal::{
-    layout, Envelope, EventData, EventDraft, EventView, RawLine, UniversalEvent,
+    layout, Envelope, EventData, EventDraft, EventText, EventView, RawLine, TextBlocks,
+    UniversalEvent,
 };
-use crate::universal::{EventText, TextBlocks};
 
 /// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
 const NO_RAW_END: &str = "null}";
