@@ -109,13 +109,9 @@ impl LineIntake {
 fn parse_line(line: Bytes) -> Result<(PrintModeEvent, RawLine), (String, RawLine, Bytes)> {
     let text = match EventText::from_utf8(line) {
         Ok(text) => text,
-        Err(bytes) => {
-            let error = match std::str::from_utf8(&bytes) {
-                Err(e) => format!("invalid UTF-8: {e}"),
-                Ok(_) => "invalid UTF-8".to_owned(),
-            };
+        Err((e, bytes)) => {
             let raw = RawLine::Text(String::from_utf8_lossy(&bytes).into_owned());
-            return Err((error, raw, bytes));
+            return Err((format!("invalid UTF-8: {e}"), raw, bytes));
         }
     };
     let trimmed = text.trim_end_matches('\r');

@@ -29,7 +29,6 @@ use tokio::sync::watch;
 use crate::universal::EventDraft;
 
 pub use crate::universal::EventText;
-pub(crate) use crate::universal::TextBlocks;
 pub use batched::{DurableStore, StoreOptions};
 pub use coordination::{Coordination, EngineEntry, InboxRequest, InboxState, Lease, SessionQuery};
 pub use memory::MemoryStore;

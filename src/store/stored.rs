@@ -20,10 +20,14 @@ use crate::universal::{
 /// The end of an event's JSON without its raw line (`raw` is the envelope's last key).
 const NO_RAW_END: &str = "null}";
 
+/// What [`StoredEvent::stamp_all`] keeps of a draft beside its text: its sequence, type and
+/// raw line.
+type StampHead = (u64, &'static str, Option<RawLine>);
+
 thread_local! {
     /// The serialization buffer of [`StoredEvent::stamp_all`]: one per thread, kept between
     /// calls (an appender stamps a batch per agent read, the converter bench one per line).
-    static STAMPED: RefCell<TextBlocks> = RefCell::default();
+    static STAMPED: RefCell<TextBlocks<StampHead>> = RefCell::default();
 }
 
 /// An event as stored: its sequence and type, its compact JSON without `raw`, and the raw
@@ -116,15 +120,12 @@ impl StoredEvent {
         // Written from the drafts as they are: the events themselves are never built.
         let envelope = Envelope::new(time, session_id, native_session_id);
         STAMPED.with_borrow_mut(|blocks| {
-            let mut heads = Vec::with_capacity(drafts.len());
             for (draft, sequence) in drafts.drain(..).zip(first..) {
                 envelope.write(blocks.buf(), sequence, &draft);
-                blocks.end_text();
-                heads.push((sequence, draft.data.event_type(), draft.raw));
+                blocks.end_text((sequence, draft.data.event_type(), draft.raw));
             }
-            heads
-                .into_iter()
-                .zip(blocks.share())
+            blocks
+                .share()
                 .map(|((sequence, event_type, raw), json)| StoredEvent {
                     sequence,
                     event_type,
@@ -180,7 +181,7 @@ impl StoredEvent {
     pub fn from_stored(sequence: u64, json: &str, raw: Option<&str>) -> Result<Self, StoreError> {
         Ok(StoredEvent {
             sequence,
-            event_type: Self::stored_type(sequence, json)?,
+            event_type: Self::checked_type(sequence, json)?,
             json: json.into(),
             raw: raw.map(|raw| StoredRaw::Json(raw.into())),
         })
@@ -188,7 +189,7 @@ impl StoredEvent {
 
     /// The type of an event's JSON read back from a database, checked as
     /// [`StoredEvent::from_stored`] checks it.
-    pub fn stored_type(sequence: u64, json: &str) -> Result<&'static str, StoreError> {
+    pub fn checked_type(sequence: u64, json: &str) -> Result<&'static str, StoreError> {
         stored_type(json)
             .filter(|_| event_id_is(json, sequence))
             .ok_or_else(|| invalid(format!("event {sequence} is not an event this log wrote")))

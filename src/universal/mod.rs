@@ -40,5 +40,5 @@ pub use event::{
 };
 pub use item::{Item, ItemKind, ItemRole, ItemStatus};
 pub use stderr::{StderrCollector, StderrOutput};
-pub use text::{EventText, TextBlocks, BLOCK_BYTES};
+pub use text::{EventText, TextBlocks};
 pub use time::format_time;

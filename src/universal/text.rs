@@ -18,11 +18,11 @@ use std::ops::Deref;
 use bytes::Bytes;
 
 /// The bytes after which a block is cut (it holds at most this plus one event).
-pub const BLOCK_BYTES: usize = 16 * 1024;
+const BLOCK_BYTES: usize = 16 * 1024;
 
 /// An event's text (or an agent's line): UTF-8 in a shared buffer. Cheap to clone (one
 /// reference count).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct EventText(Bytes);
 
 impl EventText {
@@ -31,11 +31,12 @@ impl EventText {
         EventText(Bytes::copy_from_slice(text.as_bytes()))
     }
 
-    /// The bytes as text, sharing their buffer; the bytes back when they are not UTF-8.
-    pub fn from_utf8(bytes: Bytes) -> Result<EventText, Bytes> {
+    /// The bytes as text, sharing their buffer; why not and the bytes back when they are not
+    /// UTF-8.
+    pub fn from_utf8(bytes: Bytes) -> Result<EventText, (std::str::Utf8Error, Bytes)> {
         match std::str::from_utf8(&bytes) {
             Ok(_) => Ok(EventText(bytes)),
-            Err(_) => Err(bytes),
+            Err(e) => Err((e, bytes)),
         }
     }
 
@@ -65,12 +66,6 @@ impl Deref for EventText {
     }
 }
 
-impl AsRef<str> for EventText {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
 impl From<&str> for EventText {
     fn from(text: &str) -> EventText {
         EventText::new(text)
@@ -81,18 +76,6 @@ impl From<String> for EventText {
     /// Takes the string's buffer (no copy).
     fn from(text: String) -> EventText {
         EventText(Bytes::from(text.into_bytes()))
-    }
-}
-
-impl PartialEq<str> for EventText {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<&str> for EventText {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
     }
 }
 
@@ -110,29 +93,33 @@ impl fmt::Debug for EventText {
     }
 }
 
-impl fmt::Display for EventText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self.as_str(), f)
-    }
-}
-
 /// Texts written one after the other into a buffer and shared in blocks: a block is cut once
 /// its texts reach [`BLOCK_BYTES`] (so it holds at most that plus one text), so the buffer
-/// stays about that size whatever the batch. Kept by its owner between batches so the buffer
-/// is reused.
-#[derive(Default)]
-pub struct TextBlocks {
+/// stays about that size whatever the batch. Each text is handed out with what its writer
+/// said it belongs to (`H`: an event's sequence and type, say). Kept by its owner between
+/// batches so the buffers are reused.
+pub struct TextBlocks<H = ()> {
     buf: Vec<u8>,
-    /// The ends (in `buf`) of the texts not cut into a block yet.
-    ends: Vec<usize>,
+    /// The texts not cut into a block yet: their ends in `buf`, with their heads.
+    ends: Vec<(usize, H)>,
     /// The texts cut into blocks, not yet handed out.
-    done: Vec<EventText>,
+    done: Vec<(H, EventText)>,
+}
+
+impl<H> Default for TextBlocks<H> {
+    fn default() -> Self {
+        TextBlocks {
+            buf: Vec::new(),
+            ends: Vec::new(),
+            done: Vec::new(),
+        }
+    }
 }
 
 /// A buffer grown past this by one text (a huge event) is not kept for the next one.
 const MAX_KEPT: usize = 256 * 1024;
 
-impl TextBlocks {
+impl<H> TextBlocks<H> {
     /// The buffer the next text is written to, after the texts written so far.
     pub fn buf(&mut self) -> &mut Vec<u8> {
         if self.buf.capacity() == 0 {
@@ -141,21 +128,21 @@ impl TextBlocks {
         &mut self.buf
     }
 
-    /// Ends the text written since the previous end (or the start).
-    pub fn end_text(&mut self) {
-        self.ends.push(self.buf.len());
+    /// Ends the text written since the previous end (or the start), which belongs to `head`.
+    pub fn end_text(&mut self, head: H) {
+        self.ends.push((self.buf.len(), head));
         if self.buf.len() >= BLOCK_BYTES {
             self.cut();
         }
     }
 
-    /// The texts ended so far, in order; empties the buffer.
-    pub fn share(&mut self) -> Vec<EventText> {
+    /// The texts ended so far, in order, with their heads; empties the buffer.
+    pub fn share(&mut self) -> std::vec::Drain<'_, (H, EventText)> {
         self.cut();
-        std::mem::take(&mut self.done)
+        self.done.drain(..)
     }
 
-    /// Forgets what was written (after an error), keeping the buffer.
+    /// Forgets what was written (after an error), keeping the buffers.
     pub fn clear(&mut self) {
         self.ends.clear();
         self.done.clear();
@@ -166,32 +153,22 @@ impl TextBlocks {
     /// end on a character (the writers write whole JSON texts, so never), has its texts made
     /// valid one by one.
     fn cut(&mut self) {
-        if self.ends.is_empty() {
+        let Some(&(end, _)) = self.ends.last() else {
             return;
-        }
-        let end = self.ends[self.ends.len() - 1];
+        };
         let block = std::str::from_utf8(&self.buf[..end])
             .ok()
-            .filter(|block| self.ends.iter().all(|&to| block.is_char_boundary(to)));
-        match block {
-            Some(block) => {
-                let block = Bytes::copy_from_slice(block.as_bytes());
-                let mut from = 0;
-                for &to in &self.ends {
-                    self.done.push(EventText(block.slice(from..to)));
-                    from = to;
-                }
-            }
-            None => {
-                let mut from = 0;
-                for &to in &self.ends {
-                    let text = String::from_utf8_lossy(&self.buf[from..to]);
-                    self.done.push(text.as_ref().into());
-                    from = to;
-                }
-            }
+            .filter(|block| self.ends.iter().all(|(to, _)| block.is_char_boundary(*to)))
+            .map(|block| Bytes::copy_from_slice(block.as_bytes()));
+        let mut from = 0;
+        for (to, head) in self.ends.drain(..) {
+            let text = match &block {
+                Some(block) => EventText(block.slice(from..to)),
+                None => String::from_utf8_lossy(&self.buf[from..to]).as_ref().into(),
+            };
+            self.done.push((head, text));
+            from = to;
         }
-        self.ends.clear();
         self.reset();
     }
 
@@ -208,12 +185,16 @@ impl TextBlocks {
 mod tests {
     use super::*;
 
-    fn write(blocks: &mut TextBlocks, texts: &[&[u8]]) -> Vec<EventText> {
-        for t in texts {
+    fn write(blocks: &mut TextBlocks<usize>, texts: &[&[u8]]) -> Vec<EventText> {
+        for (i, t) in texts.iter().enumerate() {
             blocks.buf().extend_from_slice(t);
-            blocks.end_text();
+            blocks.end_text(i);
         }
-        blocks.share()
+        let shared: Vec<(usize, EventText)> = blocks.share().collect();
+        // Each text with its own head, in order.
+        let heads: Vec<usize> = shared.iter().map(|(i, _)| *i).collect();
+        assert_eq!(heads, (0..texts.len()).collect::<Vec<_>>());
+        shared.into_iter().map(|(_, text)| text).collect()
     }
 
     /// The byte lengths of the blocks `out` was cut into: texts of one block follow each
@@ -255,7 +236,7 @@ mod tests {
             );
         }
         // The buffer is empty for the next batch.
-        assert!(blocks.share().is_empty());
+        assert_eq!(blocks.share().count(), 0);
         assert_eq!(write(&mut blocks, &[b"x"])[0].as_str(), "x");
     }
 

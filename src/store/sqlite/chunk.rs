@@ -6,8 +6,8 @@
 //! whole, for queries.
 
 use super::compact;
-use crate::store::{StoreError, StoredEvent, StoredRaw, TextBlocks};
-use crate::universal::json_string;
+use crate::store::{StoreError, StoredEvent, StoredRaw};
+use crate::universal::{json_string, TextBlocks};
 
 /// The most events one chunk row holds: a read starting inside a chunk reads it whole.
 const CHUNK_EVENTS: usize = 256;
@@ -145,13 +145,16 @@ pub(super) struct ChunkRow<'r> {
     pub native: Option<&'r str>,
 }
 
+/// What a text a [`ChunkReader`] decodes is: an event's, or the raw line of the event before.
+enum Decoded {
+    Event(u64, &'static str),
+    Raw,
+}
+
 /// Decodes the chunks of one session: its id's JSON and a buffer, made once per read.
 pub(super) struct ChunkReader {
     session: String,
-    texts: TextBlocks,
-    /// Per event decoded from the chunk at hand: its sequence, type, and whether a raw line
-    /// follows its text in `texts`.
-    heads: Vec<(u64, &'static str, bool)>,
+    texts: TextBlocks<Decoded>,
 }
 
 impl ChunkReader {
@@ -159,7 +162,6 @@ impl ChunkReader {
         ChunkReader {
             session: json_string(session_id),
             texts: TextBlocks::default(),
-            heads: Vec::new(),
         }
     }
 
@@ -174,27 +176,29 @@ impl ChunkReader {
     ) -> Result<(), StoreError> {
         if let Err(error) = self.gather(row, after, upto) {
             self.texts.clear();
-            self.heads.clear();
             return Err(error);
         }
-        // `gather` ended one text per event, then one per raw line.
-        let mut texts = self.texts.share().into_iter();
-        for (sequence, event_type, has_raw) in self.heads.drain(..) {
-            let (Some(json), raw) = (texts.next(), has_raw.then(|| texts.next()).flatten()) else {
-                unreachable!("a text per event and per raw line")
-            };
-            out.push(StoredEvent {
-                sequence,
-                event_type,
-                json,
-                raw: raw.map(StoredRaw::Json),
-            });
+        for (decoded, text) in self.texts.share() {
+            match decoded {
+                Decoded::Event(sequence, event_type) => out.push(StoredEvent {
+                    sequence,
+                    event_type,
+                    json: text,
+                    raw: None,
+                }),
+                // `gather` ends a raw line right after its event.
+                Decoded::Raw => {
+                    if let Some(event) = out.last_mut() {
+                        event.raw = Some(StoredRaw::Json(text));
+                    }
+                }
+            }
         }
         Ok(())
     }
 
-    /// Writes the texts of the chunk's events in range (and their raw lines) to `texts`, and
-    /// what else each is to `heads`.
+    /// Writes the texts of the chunk's events in range, each followed by its raw line if it
+    /// has one, to `texts`.
     fn gather(&mut self, row: &ChunkRow<'_>, after: u64, upto: u64) -> Result<(), StoreError> {
         let (first, last) = (row.first, row.last);
         let bad = || {
@@ -218,16 +222,15 @@ impl ChunkReader {
                 compact::read_line(line, sequence, &self.session, native, self.texts.buf())
                     .ok_or_else(bad)?
             } else {
-                let event_type = StoredEvent::stored_type(sequence, line)?;
+                let event_type = StoredEvent::checked_type(sequence, line)?;
                 self.texts.buf().extend_from_slice(line.as_bytes());
                 event_type
             };
-            self.texts.end_text();
+            self.texts.end_text(Decoded::Event(sequence, event_type));
             if let Some(raw) = raw {
                 self.texts.buf().extend_from_slice(raw.as_bytes());
-                self.texts.end_text();
+                self.texts.end_text(Decoded::Raw);
             }
-            self.heads.push((sequence, event_type, raw.is_some()));
         }
         if first + count - 1 != last || count == 0 {
             return Err(bad());
