@@ -435,6 +435,9 @@ struct FailingStore {
     inner: MemoryStore,
     failing: AtomicBool,
     health: watch::Sender<Option<Arc<str>>>,
+    /// While set, appends wait (as a slow commit does) and `held` counts those waiting.
+    hold: AtomicBool,
+    held: AtomicU64,
 }
 
 impl FailingStore {
@@ -481,6 +484,13 @@ impl EventStore for FailingStore {
         native_session_id: Option<&str>,
     ) -> Result<u64, StoreError> {
         self.check()?;
+        if self.hold.load(Ordering::SeqCst) {
+            self.held.fetch_add(1, Ordering::SeqCst);
+            while self.hold.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.held.fetch_sub(1, Ordering::SeqCst);
+        }
         self.inner
             .append(session_id, drafts, time, native_session_id)
     }
@@ -522,6 +532,8 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         inner: MemoryStore::new(),
         failing: AtomicBool::new(false),
         health: watch::Sender::new(None),
+        hold: AtomicBool::new(false),
+        held: AtomicU64::new(0),
     });
     let launcher = Launcher::new(None, AdapterSource::from_env(state.path()))
         .with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
@@ -563,7 +575,23 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(events(&store, "s").len(), before);
 
+    // The store works again, but slowly: while the append that ends the turn waits, the
+    // session is not idle yet (whoever sees it idle reads a log whose turns have all ended).
+    store.hold.store(true, Ordering::SeqCst);
     store.set_failing(false);
+    wait_until(
+        "the turn's end to be appended",
+        Duration::from_secs(20),
+        || store.held.load(Ordering::SeqCst) > 0,
+    )
+    .await;
+    let ended_in_log = events(&store, "s")
+        .iter()
+        .any(|e| e["type"] == "turn.ended");
+    let status = manager.info("s").unwrap().status;
+    store.hold.store(false, Ordering::SeqCst);
+    assert!(!ended_in_log);
+    assert_ne!(status, SessionStatus::Idle);
     wait_until(
         "the turn to be recorded as failed",
         Duration::from_secs(20),
@@ -605,6 +633,8 @@ async fn a_delete_the_store_refuses_keeps_the_session_for_a_retry() {
         inner: MemoryStore::new(),
         failing: AtomicBool::new(false),
         health: watch::Sender::new(None),
+        hold: AtomicBool::new(false),
+        held: AtomicU64::new(0),
     });
     let launcher = Launcher::new(None, AdapterSource::from_env(state.path()))
         .with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));
@@ -662,6 +692,8 @@ async fn a_live_follower_is_told_when_the_store_cannot_be_written_and_goes_on_af
         inner: MemoryStore::new(),
         failing: AtomicBool::new(false),
         health: watch::Sender::new(None),
+        hold: AtomicBool::new(false),
+        held: AtomicU64::new(0),
     });
     let launcher = Launcher::new(None, AdapterSource::from_env(state.path()))
         .with_mock_program(PathBuf::from(env!("CARGO_BIN_EXE_codebuffd")));

@@ -103,6 +103,7 @@ impl Actor {
         if !self.flush().await {
             return;
         }
+        self.set_status(SessionStatus::Idle);
         tracing::info!(session = %self.id, "the session is back in step with its event log");
         self.persist(None);
         for w in self.waiting.drain(..) {
@@ -191,8 +192,7 @@ impl Actor {
         if live.first_prompt.is_none() {
             live.first_prompt = summary.first_prompt.clone();
         }
-        if live.end.is_none() {
-            live.status = SessionStatus::Idle;
-        }
+        // The status stays as it is: the caller makes the session idle once the log holds
+        // the end of the turn it left open.
     }
 }

@@ -204,7 +204,11 @@ impl Actor {
             Some(StopReason::Shutdown) => self.exit = true,
             _ => {}
         }
-        self.set_status(SessionStatus::Idle);
+        // Idle only once the log holds the turn's end: a refused append leaves the session
+        // failed until `resync` has recorded how the turn ended.
+        if self.store_failure.is_none() {
+            self.set_status(SessionStatus::Idle);
+        }
         self.persist(None);
         for w in self.waiting.drain(..) {
             let _ = w.send(());
