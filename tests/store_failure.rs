@@ -552,7 +552,19 @@ async fn a_store_that_fails_stops_the_turn_and_the_session_resumes_once_it_works
         ..CreateRequest::default()
     };
     manager.create("s", request).await.unwrap();
+    // A session shows running only once the log holds its turn's start: while that append
+    // waits (a slow commit), the session is still idle.
+    store.hold.store(true, Ordering::SeqCst);
     manager.send_message("s", "flood 100000 400").await.unwrap();
+    wait_until(
+        "the turn's start to be appended",
+        Duration::from_secs(20),
+        || store.held.load(Ordering::SeqCst) > 0,
+    )
+    .await;
+    let status = manager.info("s").unwrap().status;
+    store.hold.store(false, Ordering::SeqCst);
+    assert_eq!(status, SessionStatus::Idle);
     wait_until("the turn under way", Duration::from_secs(20), || {
         events(&store, "s").len() > 40
     })

@@ -85,7 +85,6 @@ impl Actor {
         }
         {
             let mut live = self.shared.lock();
-            live.status = SessionStatus::Running;
             live.turns += 1;
             if live.first_prompt.is_none() {
                 live.first_prompt = Some(super::info::prompt_preview(&queued.message.text));
@@ -107,6 +106,9 @@ impl Actor {
             }
             return;
         }
+        // Running once the log holds the turn's start (`turn.started` waits for its commit):
+        // whoever sees the session running reads a log with the turn open.
+        self.set_status(SessionStatus::Running);
         if let Some(tx) = queued.started {
             let _ = tx.send(Ok(first));
         }

@@ -214,10 +214,12 @@ impl StoredEvent {
     }
 
     /// True for the events whose appender waits for their commit: a turn's or the session's
-    /// end, and the session's start (its creator is answered after it, and reads the log or
-    /// the session's `eventCount` next: both must already hold it).
+    /// end, and the session's or a turn's start (its creator is answered after it, and reads
+    /// the log or the session's `eventCount` next: both must already hold it; a session shows
+    /// `running` only once its turn's start is in the log, so an engine that dies after
+    /// saying so leaves a turn a survivor ends as interrupted).
     pub fn awaits_commit(&self) -> bool {
-        self.event_type == "session.started" || self.ends_something()
+        matches!(self.event_type, "session.started" | "turn.started") || self.ends_something()
     }
 
     /// True for the event after which a session's log gets no more appends.
