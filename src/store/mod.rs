@@ -162,8 +162,9 @@ pub trait EventStore: Send + Sync + 'static {
 
     /// [`EventStore::append`] for an appender on an async runtime: never waits for the disk.
     /// When the batch must be committed before it is visible (it holds `session.started`,
-    /// `turn.started`, `turn.ended` or `session.ended`), the answer carries a [`Durable`] to await instead; until it resolves
-    /// readers do not see the batch. Stores that never wait (memory) need not override it.
+    /// `turn.started`, `turn.ended` or `session.ended`), the answer carries a [`Durable`] to
+    /// await instead; until it resolves readers do not see the batch. Stores that never wait
+    /// (memory) need not override it.
     fn append_deferred(
         &self,
         session_id: &str,

@@ -6,7 +6,8 @@
 //! ([`StoredEvent::awaits_commit`]); then it waits for the writer's commit (synced for the
 //! ends) before raising the session's *visible* watermark. Readers (`read`, `last_sequence`,
 //! `subscribe`) never look past that watermark, and a session's appends are serialized, so
-//! nothing appended after such an event becomes visible before it. `flush` waits until everything queued is committed.
+//! nothing appended after such an event becomes visible before it. `flush` waits until
+//! everything queued is committed.
 //!
 //! With [`StoreOptions::visible_after_commit`] every event waits for its commit to become
 //! visible (the writer raises the watermark), but `append` still waits only for those four.
