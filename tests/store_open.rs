@@ -15,7 +15,9 @@ use codebuffd::store::{
 };
 use codebuffd::universal::UniversalEvent;
 use support::daemon::TempDir;
-use support::store::{append, draft, find_record, postgres_url, record, runtime, turn_ended};
+use support::store::{
+    append, draft, find_record, postgres_url, record, runtime, turn_ended, turn_started,
+};
 
 fn open_error(spec: &str, data_dir: &Path) -> String {
     match open_store(spec, data_dir) {
@@ -184,6 +186,13 @@ fn with_visible_after_commit_nothing_seen_is_ever_lost() {
         store.last_sequence("s").unwrap(),
         101,
         "ending events wait for their commit"
+    );
+    // So does a turn's start: a session shows `running` only once its turn is in the log.
+    assert_eq!(append(&*store, "s", vec![draft(1), turn_started()]), 103);
+    assert_eq!(
+        store.last_sequence("s").unwrap(),
+        103,
+        "a turn's start waits for its commit"
     );
 }
 

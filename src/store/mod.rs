@@ -161,9 +161,9 @@ pub trait EventStore: Send + Sync + 'static {
     ) -> Result<u64, StoreError>;
 
     /// [`EventStore::append`] for an appender on an async runtime: never waits for the disk.
-    /// When the batch must be committed before it is visible (it holds `session.started`,
-    /// `turn.started`, `turn.ended` or `session.ended`), the answer carries a [`Durable`] to
-    /// await instead; until it resolves readers do not see the batch. Stores that never wait
+    /// When the batch must be committed before it is visible (it holds an event a session's
+    /// status follows, see [`StoredEvent::awaits_commit`]), the answer carries a [`Durable`]
+    /// to await instead; until it resolves readers do not see the batch. Stores that never wait
     /// (memory) need not override it.
     fn append_deferred(
         &self,

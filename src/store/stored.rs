@@ -213,13 +213,24 @@ impl StoredEvent {
         matches!(self.event_type, "turn.ended" | "session.ended")
     }
 
-    /// True for the events whose appender waits for their commit: a turn's or the session's
-    /// end, and the session's or a turn's start (its creator is answered after it, and reads
-    /// the log or the session's `eventCount` next: both must already hold it; a session shows
-    /// `running` only once its turn's start is in the log, so an engine that dies after
-    /// saying so leaves a turn a survivor ends as interrupted).
+    /// True for the events whose appender waits for their commit: those a session's status
+    /// and its clients' answers follow. The session's start (its creator is answered after
+    /// it, and reads the log or the session's `eventCount` next: both must already hold it);
+    /// a turn's start and end (`running` and `idle` are shown once they are in the log, so an
+    /// engine that dies after saying `running` leaves a turn a survivor ends as interrupted);
+    /// a question or permission request (`awaiting_input`) and its resolution (the answer
+    /// goes to the agent, and its sender is answered, only once the log holds it); the
+    /// session's end. Only the ends are synced ([`StoredEvent::ends_something`]).
     pub fn awaits_commit(&self) -> bool {
-        matches!(self.event_type, "session.started" | "turn.started") || self.ends_something()
+        matches!(
+            self.event_type,
+            "session.started"
+                | "turn.started"
+                | "question.requested"
+                | "question.resolved"
+                | "permission.requested"
+                | "permission.resolved"
+        ) || self.ends_something()
     }
 
     /// True for the event after which a session's log gets no more appends.
@@ -337,6 +348,32 @@ mod tests {
         let mut odd = StoredEvent::new(event(6, None));
         odd.json = odd.json.replace(",\"raw\":null}", "}").into();
         assert_eq!(odd.data_json(), None);
+    }
+
+    #[test]
+    fn what_a_status_follows_waits_for_its_commit_and_only_the_ends_sync() {
+        for (event_type, awaits, syncs) in [
+            ("session.started", true, false),
+            ("turn.started", true, false),
+            ("question.requested", true, false),
+            ("question.resolved", true, false),
+            ("permission.requested", true, false),
+            ("permission.resolved", true, false),
+            ("turn.ended", true, true),
+            ("session.ended", true, true),
+            ("item.started", false, false),
+            ("item.delta", false, false),
+            ("item.completed", false, false),
+            ("error", false, false),
+        ] {
+            let mut stored = StoredEvent::new(event(1, None));
+            stored.event_type = event_type;
+            assert_eq!(
+                (stored.awaits_commit(), stored.ends_something()),
+                (awaits, syncs),
+                "{event_type}"
+            );
+        }
     }
 
     #[test]

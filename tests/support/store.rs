@@ -41,6 +41,14 @@ pub fn draft(n: u64) -> EventDraft {
     EventDraft::from_agent(data, raw)
 }
 
+pub fn turn_started() -> EventDraft {
+    EventDraft::synthetic(EventData::TurnStarted(Box::new(TurnData {
+        phase: TurnPhase::Started,
+        turn_id: Some("turn_2".into()),
+        metadata: None,
+    })))
+}
+
 pub fn turn_ended() -> EventDraft {
     EventDraft::synthetic(EventData::TurnEnded(Box::new(TurnData {
         phase: TurnPhase::Ended,

@@ -2,15 +2,16 @@
 //! thread that commits in batches, and reads that fall back to the database for older events.
 //!
 //! The durability rule: an append returns without waiting for the disk, unless its batch holds
-//! `session.started`, `turn.started`, `turn.ended` or `session.ended`
-//! ([`StoredEvent::awaits_commit`]); then it waits for the writer's commit (synced for the
-//! ends) before raising the session's *visible* watermark. Readers (`read`, `last_sequence`,
+//! an event a session's status follows (a session's or turn's start or end, a question or
+//! permission request or its resolution: [`StoredEvent::awaits_commit`]); then it waits for
+//! the writer's commit (synced for the ends) before raising the session's *visible*
+//! watermark. Readers (`read`, `last_sequence`,
 //! `subscribe`) never look past that watermark, and a session's appends are serialized, so
 //! nothing appended after such an event becomes visible before it. `flush` waits until
 //! everything queued is committed.
 //!
 //! With [`StoreOptions::visible_after_commit`] every event waits for its commit to become
-//! visible (the writer raises the watermark), but `append` still waits only for those four.
+//! visible (the writer raises the watermark), but `append` still waits only for those.
 //!
 //! Memory is bounded: each session keeps a small tail (only committed events leave it, none
 //! once the session has ended), and the writer's queue is capped (`append` waits when full;
