@@ -83,13 +83,6 @@ impl Actor {
             }
             return;
         }
-        {
-            let mut live = self.shared.lock();
-            live.turns += 1;
-            if live.first_prompt.is_none() {
-                live.first_prompt = Some(super::info::prompt_preview(&queued.message.text));
-            }
-        }
         self.reject_stale_questions();
         self.flush().await;
         // The last appended event, which a store may not show readers yet (it shows events
@@ -106,8 +99,16 @@ impl Actor {
             }
             return;
         }
-        // Running once the log holds the turn's start (`turn.started` waits for its commit):
-        // whoever sees the session running reads a log with the turn open.
+        // Counted and running once the log holds the turn's start (`turn.started` waits for
+        // its commit): whoever sees the turn begun, or the session running, reads a log with
+        // the turn open (a turn the log refused is counted from the log by `resync`).
+        {
+            let mut live = self.shared.lock();
+            live.turns += 1;
+            if live.first_prompt.is_none() {
+                live.first_prompt = Some(super::info::prompt_preview(&queued.message.text));
+            }
+        }
         self.set_status(SessionStatus::Running);
         if let Some(tx) = queued.started {
             let _ = tx.send(Ok(first));
