@@ -98,7 +98,7 @@ impl fmt::Debug for EventText {
 /// stays about that size whatever the batch. Each text is handed out with what its writer
 /// said it belongs to (`H`: an event's sequence and type, say). Kept by its owner between
 /// batches so the buffers are reused.
-pub struct TextBlocks<H = ()> {
+pub struct TextBlocks<H> {
     buf: Vec<u8>,
     /// The texts not cut into a block yet: their ends in `buf`, with their heads.
     ends: Vec<(usize, H)>,
