@@ -23,38 +23,42 @@ pub const FORK_TYPES: &[&str] = &[
 ];
 
 /// One Codebuff event, by `type`.
+///
+/// Each line's event is moved several times between parsing and conversion, so the events a
+/// turn has few of are boxed: the enum is as large as a streamed delta (profile of a flood:
+/// copying a 240-byte enum was a quarter of parsing a line).
 #[derive(Debug, Clone)]
 pub enum PrintModeEvent {
     /// Once per run, first. `sessionId` is our shim's extension (the id for `--continue`).
-    Start(StartEvent),
+    Start(Box<StartEvent>),
     /// A consolidated segment of assistant text.
     Text(TextEvent),
     /// (ours) A streamed chunk of assistant text preceding the `text` segment.
     TextDelta(TextEvent),
     /// A tool invocation.
-    ToolCall(ToolCallEvent),
+    ToolCall(Box<ToolCallEvent>),
     /// A tool's result.
-    ToolResult(ToolResultEvent),
+    ToolResult(Box<ToolResultEvent>),
     /// Partial tool output (seed-listed; in no known Codebuff version).
-    ToolProgress(ToolProgressEvent),
+    ToolProgress(Box<ToolProgressEvent>),
     /// A subagent began.
-    SubagentStart(SubagentEvent),
+    SubagentStart(Box<SubagentEvent>),
     /// A subagent ended.
-    SubagentFinish(SubagentEvent),
+    SubagentFinish(Box<SubagentEvent>),
     /// A chunk of model reasoning.
     ReasoningDelta(ReasoningDeltaEvent),
     /// An error; most are not fatal.
-    Error(ErrorEvent),
+    Error(Box<ErrorEvent>),
     /// The run is over; carries its cost in credits.
-    Finish(FinishEvent),
+    Finish(Box<FinishEvent>),
     /// Legacy launcher download progress.
-    Download(DownloadEvent),
+    Download(Box<DownloadEvent>),
     /// (ours) The agent asks before a tool that changes files or runs code.
-    PermissionRequest(PermissionRequestEvent),
+    PermissionRequest(Box<PermissionRequestEvent>),
     /// (ours) The run's cost so far, in credits, as it grows.
     Cost(CostEvent),
     /// A fork type ([`FORK_TYPES`]) or a type nobody knows: kept whole.
-    Other(OtherEvent),
+    Other(Box<OtherEvent>),
 }
 
 /// Fields of `start`.
@@ -413,39 +417,46 @@ where
         r.map_err(|e| E::custom(format!("{SHAPE_MARKER}{ty}:{e}")))
     }
     Ok(match ty {
-        "start" => PrintModeEvent::Start(shape(ty, StartEvent::deserialize(rest))?),
+        "start" => PrintModeEvent::Start(Box::new(shape(ty, StartEvent::deserialize(rest))?)),
         "text" => PrintModeEvent::Text(shape(ty, TextEvent::deserialize(rest))?),
         "text_delta" => PrintModeEvent::TextDelta(shape(ty, TextEvent::deserialize(rest))?),
-        "tool_call" => PrintModeEvent::ToolCall(shape(ty, ToolCallEvent::deserialize(rest))?),
-        "tool_result" => PrintModeEvent::ToolResult(shape(ty, ToolResultEvent::deserialize(rest))?),
+        "tool_call" => {
+            PrintModeEvent::ToolCall(Box::new(shape(ty, ToolCallEvent::deserialize(rest))?))
+        }
+        "tool_result" => {
+            PrintModeEvent::ToolResult(Box::new(shape(ty, ToolResultEvent::deserialize(rest))?))
+        }
         "tool_progress" => {
-            PrintModeEvent::ToolProgress(shape(ty, ToolProgressEvent::deserialize(rest))?)
+            PrintModeEvent::ToolProgress(Box::new(shape(ty, ToolProgressEvent::deserialize(rest))?))
         }
         "subagent_start" => {
-            PrintModeEvent::SubagentStart(shape(ty, SubagentEvent::deserialize(rest))?)
+            PrintModeEvent::SubagentStart(Box::new(shape(ty, SubagentEvent::deserialize(rest))?))
         }
         "subagent_finish" => {
-            PrintModeEvent::SubagentFinish(shape(ty, SubagentEvent::deserialize(rest))?)
+            PrintModeEvent::SubagentFinish(Box::new(shape(ty, SubagentEvent::deserialize(rest))?))
         }
         "reasoning_delta" => {
             PrintModeEvent::ReasoningDelta(shape(ty, ReasoningDeltaEvent::deserialize(rest))?)
         }
-        "error" => PrintModeEvent::Error(shape(ty, ErrorEvent::deserialize(rest))?),
-        "finish" => PrintModeEvent::Finish(shape(ty, FinishEvent::deserialize(rest))?),
-        "download" => PrintModeEvent::Download(shape(ty, DownloadEvent::deserialize(rest))?),
-        "permission_request" => {
-            PrintModeEvent::PermissionRequest(shape(ty, PermissionRequestEvent::deserialize(rest))?)
+        "error" => PrintModeEvent::Error(Box::new(shape(ty, ErrorEvent::deserialize(rest))?)),
+        "finish" => PrintModeEvent::Finish(Box::new(shape(ty, FinishEvent::deserialize(rest))?)),
+        "download" => {
+            PrintModeEvent::Download(Box::new(shape(ty, DownloadEvent::deserialize(rest))?))
         }
+        "permission_request" => PrintModeEvent::PermissionRequest(Box::new(shape(
+            ty,
+            PermissionRequestEvent::deserialize(rest),
+        )?)),
         "cost" => PrintModeEvent::Cost(shape(ty, CostEvent::deserialize(rest))?),
         other => {
             let mut fields = Map::new();
             fields.insert("type".to_owned(), Value::String(other.to_owned()));
             let rest: Map<String, Value> = Map::deserialize(rest)?;
             fields.extend(rest);
-            PrintModeEvent::Other(OtherEvent {
+            PrintModeEvent::Other(Box::new(OtherEvent {
                 event_type: other.to_owned(),
                 fields,
-            })
+            }))
         }
     })
 }
@@ -456,10 +467,10 @@ fn from_map(mut fields: Map<String, Value>) -> Result<PrintModeEvent, ParseError
         return Err(ParseError::NoType);
     };
     if !is_known(&ty) {
-        return Ok(PrintModeEvent::Other(OtherEvent {
+        return Ok(PrintModeEvent::Other(Box::new(OtherEvent {
             event_type: ty,
             fields,
-        }));
+        })));
     }
     fields.remove("type");
     typed(&ty, Value::Object(fields)).map_err(|e| shape_error(&ty, e.to_string()))
@@ -516,6 +527,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_event_is_no_larger_than_a_streamed_delta() {
+        let delta = std::mem::size_of::<ReasoningDeltaEvent>();
+        assert!(std::mem::size_of::<PrintModeEvent>() <= delta + 8);
+    }
+
+    #[test]
     fn parses_known_types_with_type_first() {
         let e = PrintModeEvent::parse(r#"{"type":"text","text":"hi","agentId":"a1"}"#).unwrap();
         let PrintModeEvent::Text(t) = e else {
@@ -537,7 +554,7 @@ mod tests {
             panic!("not finish")
         };
         assert_eq!(
-            f,
+            *f,
             FinishEvent {
                 agent_id: None,
                 total_cost: Some(3.5)

@@ -229,24 +229,24 @@ impl CodebuffConverter {
         out: &mut Vec<EventDraft>,
     ) {
         match event {
-            PrintModeEvent::Start(e) => self.start(e, raw, out),
+            PrintModeEvent::Start(e) => self.start(*e, raw, out),
             PrintModeEvent::TextDelta(e) => self.text_delta(e, raw, out),
             PrintModeEvent::Text(e) => self.text(e, raw, out),
             PrintModeEvent::ReasoningDelta(e) => self.reasoning_delta(e, raw, out),
-            PrintModeEvent::ToolCall(e) => self.tool_call(e, raw, out),
-            PrintModeEvent::ToolProgress(e) => self.tool_progress(e, raw, out),
-            PrintModeEvent::ToolResult(e) => self.tool_result(e, raw, out),
-            PrintModeEvent::SubagentStart(e) => self.subagent_start(e, raw, out),
-            PrintModeEvent::SubagentFinish(e) => self.subagent_finish(e, raw, out),
-            PrintModeEvent::Error(e) => self.error(e, raw, out),
-            PrintModeEvent::Finish(e) => self.finish(e, raw, out),
+            PrintModeEvent::ToolCall(e) => self.tool_call(*e, raw, out),
+            PrintModeEvent::ToolProgress(e) => self.tool_progress(*e, raw, out),
+            PrintModeEvent::ToolResult(e) => self.tool_result(*e, raw, out),
+            PrintModeEvent::SubagentStart(e) => self.subagent_start(*e, raw, out),
+            PrintModeEvent::SubagentFinish(e) => self.subagent_finish(*e, raw, out),
+            PrintModeEvent::Error(e) => self.error(*e, raw, out),
+            PrintModeEvent::Finish(e) => self.finish(*e, raw, out),
             PrintModeEvent::Download(e) => {
                 let detail = serde_json::json!({"type": "download", "version": e.version, "status": e.status});
                 self.status_item("download", Some(detail.to_string()), raw, out);
             }
-            PrintModeEvent::PermissionRequest(e) => self.permission_request(e, raw, out),
+            PrintModeEvent::PermissionRequest(e) => self.permission_request(*e, raw, out),
             PrintModeEvent::Cost(e) => self.cost(e.total_cost, raw, out),
-            PrintModeEvent::Other(e) => self.other(e, raw, out),
+            PrintModeEvent::Other(e) => self.other(*e, raw, out),
         }
     }
 }
