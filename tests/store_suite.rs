@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use codebuffd::store::{
-    wait_after, EventStore, MemoryStore, PostgresStore, RunningProcess, SessionRecord, SqliteStore,
-    StoreError,
+    wait_after, EventStore, MemoryStore, PageRead, PostgresStore, RunningProcess, SessionRecord,
+    SqliteStore, StoreError,
 };
 use codebuffd::universal::{
     Cost, EventData, EventDraft, SessionEndReason, SessionEndedData, TerminatedBy,
@@ -170,9 +170,22 @@ fn session_ended() -> EventDraft {
 
 /// Every event of a session with raw, read in pages of `page`.
 fn read_all(store: &dyn EventStore, id: &str, page: usize) -> Vec<String> {
+    read_all_as(store, id, page, PageRead::EXACT)
+}
+
+/// Every event, read in pages of at most `page` as `how` says (never an empty page before the
+/// end; an exact read gives full pages).
+fn read_all_as(store: &dyn EventStore, id: &str, page: usize, how: PageRead) -> Vec<String> {
     let mut out = Vec::new();
     loop {
-        let events = store.read(id, out.len() as u64, page).unwrap();
+        let events = store.read_page(id, out.len() as u64, page, how).unwrap();
+        assert!(events.len() <= page);
+        if how.exact && events.len() < page {
+            assert_eq!(
+                events.len() as u64,
+                store.last_sequence(id).unwrap() - out.len() as u64
+            );
+        }
         if events.is_empty() {
             return out;
         }
@@ -306,7 +319,15 @@ fn read_pages_across_the_tail_and_the_database(db: &impl Backend) {
     assert_eq!(read_all(&*store, &id, 100), want);
     if db.durable() {
         drop(store);
-        assert_eq!(read_all(&*db.open(), &id, 100), want, "after reopening");
+        let store = db.open();
+        assert_eq!(read_all(&*store, &id, 100), want, "after reopening");
+        // Streaming pages may end where the database's chunks end: the same events.
+        let streaming = PageRead {
+            raw: true,
+            exact: false,
+        };
+        assert_eq!(read_all_as(&*store, &id, 100, streaming), want);
+        assert_eq!(read_all_as(&*store, &id, 37, streaming), want);
     }
 }
 
@@ -336,6 +357,22 @@ fn raw_lines_round_trip_exactly(db: &impl Backend) {
     if db.durable() {
         store.flush().unwrap();
         check(&*db.open());
+        // A reader that never serves raw lines gets the same events from the database,
+        // without them.
+        let reopened = db.open();
+        let full = reopened.read(&id, 0, 10).unwrap();
+        let how = PageRead {
+            raw: false,
+            exact: true,
+        };
+        let lean = reopened.read_page(&id, 0, 10, how).unwrap();
+        assert_eq!(lean.len(), 6);
+        assert!(full.iter().any(|e| e.raw.is_some()));
+        for (lean, full) in lean.iter().zip(&full) {
+            assert_eq!(lean.sequence, full.sequence);
+            assert_eq!(lean.json(false), full.json(false));
+            assert!(lean.raw.is_none(), "event {} read without", lean.sequence);
+        }
     }
 }
 

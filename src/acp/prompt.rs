@@ -101,6 +101,8 @@ impl Follow {
         let mut log = manager
             .follow(&self.session_id, first.saturating_sub(1))
             .map_err(session_error)?
+            .without_raw()
+            .streaming()
             .with_page(1024);
         // The session's cost, in case its log is older than `turn.ended`'s `session_cost`.
         let cost = manager.info(&self.session_id).map_err(session_error)?.cost;

@@ -34,6 +34,8 @@ pub async fn replay(
         .manager
         .follow(session_id, 0)
         .map_err(session_error)?
+        .without_raw()
+        .streaming()
         .with_page(1024);
     let until = log.last_sequence().map_err(session_error)?;
     let mut projector = Projector::new(

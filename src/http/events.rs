@@ -76,6 +76,9 @@ pub async fn poll_events(
     let after = q.offset.unwrap_or(0);
     let include_raw = q.include_raw.unwrap_or(false);
     let mut follow = state.manager.follow(&id, after)?;
+    if !include_raw {
+        follow = follow.without_raw();
+    }
     let events = follow.poll_at_most(limit)?;
     let has_more = follow.position() < follow.last_sequence()?;
     let mut body =
@@ -222,6 +225,11 @@ fn log_stream(
     until_turn_end: bool,
     keep_alive: Duration,
 ) -> impl Stream<Item = Result<String, std::convert::Infallible>> + Send + 'static {
+    let follow = if include_raw {
+        follow.streaming()
+    } else {
+        follow.streaming().without_raw()
+    };
     let cursor = Cursor {
         follow,
         include_raw,
@@ -285,9 +293,14 @@ pub async fn transcript(
     ApiQuery(q): ApiQuery<RawQuery>,
 ) -> Result<Response, Problem> {
     state.manager.info(&id)?;
-    let follow = state.manager.follow(&id, 0)?;
-    let end = follow.last_sequence()?;
     let include_raw = q.include_raw();
+    let follow = state.manager.follow(&id, 0)?;
+    let follow = if include_raw {
+        follow.streaming()
+    } else {
+        follow.streaming().without_raw()
+    };
+    let end = follow.last_sequence()?;
     // Pages are read one at a time as the client consumes them: never the whole log in memory.
     let body = stream::unfold(Some(follow), move |follow| async move {
         let mut follow = follow?;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::SessionError;
-use crate::store::{wait_after, EventStore, StoredEvent};
+use crate::store::{wait_after, EventStore, PageRead, StoredEvent};
 use crate::universal::{EventData, UniversalEvent};
 
 /// An event as the log holds it: its sequence, type and JSON text (serialized once, when it
@@ -46,6 +46,8 @@ pub struct Follow {
     after: u64,
     page: usize,
     rx: watch::Receiver<u64>,
+    /// How pages are read ([`Follow::without_raw`], [`Follow::streaming`]).
+    how: PageRead,
     /// The store's health (`None` inside: it writes), for a store that can degrade.
     health: Option<watch::Receiver<Option<Arc<str>>>>,
 }
@@ -68,6 +70,7 @@ impl Follow {
             after,
             page: DEFAULT_PAGE,
             rx,
+            how: PageRead::EXACT,
             health,
         })
     }
@@ -75,6 +78,23 @@ impl Follow {
     /// Reads up to `page` events at a time (at least 1).
     pub fn with_page(mut self, page: usize) -> Follow {
         self.page = page.max(1);
+        self
+    }
+
+    /// For a reader that never serves the agent's raw lines (SSE and polling without
+    /// `includeRaw`, the ACP and WebSocket doors): its events may come without them
+    /// (`raw: None`), which spares a database reading them ([`PageRead::raw`]).
+    pub fn without_raw(mut self) -> Follow {
+        self.how.raw = false;
+        self
+    }
+
+    /// For a reader that streams page after page (SSE, the transcript, the ACP and WebSocket
+    /// doors) rather than asking for a page of a size: a page read from the database may end
+    /// early where the database's chunk ends, so the next does not read it again
+    /// ([`PageRead::exact`]). Never an empty page while events follow.
+    pub fn streaming(mut self) -> Follow {
+        self.how.exact = false;
         self
     }
 
@@ -103,7 +123,7 @@ impl Follow {
     pub fn poll_at_most(&mut self, limit: usize) -> Result<Vec<LoggedEvent>, SessionError> {
         let page = self
             .store
-            .read(&self.session_id, self.after, limit.max(1))?;
+            .read_page(&self.session_id, self.after, limit.max(1), self.how)?;
         if let Some(last) = page.last() {
             self.after = last.sequence;
         }

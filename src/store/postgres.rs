@@ -24,7 +24,7 @@ use super::postgres_outbox::{self, PgOutbox};
 use super::postgres_shared::{PgShared, CHANNEL};
 use super::row::{decode_settings, running_process, to_u64, EventRow, RecordInts};
 use super::writer::{BatchWriter, Write};
-use super::{redact_spec, SessionRecord, StoreError, StoredEvent};
+use super::{redact_spec, PageRead, SessionRecord, StoreError, StoredEvent};
 
 /// The schema version this build writes (table `codebuffd_schema`): 1 the first schema, 2 added
 /// `sessions.owner`, 3 dropped `sessions.next_item` (written, never read), 4 added the webhook
@@ -118,6 +118,10 @@ const INSERT_EVENTS: &str = "INSERT INTO events (session_id, sequence, type, eve
     AS u(s, q, t, e, r, x)";
 
 const SELECT_EVENTS: &str = "SELECT sequence, event::text, raw::text FROM events \
+    WHERE session_id = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence";
+
+/// [`SELECT_EVENTS`] for a reader that does not serve the raw lines.
+const SELECT_EVENTS_WITHOUT_RAW: &str = "SELECT sequence, event::text, NULL::text FROM events \
     WHERE session_id = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence";
 
 const SELECT_TIP: &str = "SELECT (SELECT max(sequence) FROM events WHERE session_id = $1) \
@@ -455,12 +459,19 @@ impl StoreReader for PgReaders {
         session_id: &str,
         after: u64,
         upto: u64,
+        how: PageRead,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let session_id = session_id.to_owned();
         let after = i64::try_from(after).unwrap_or(i64::MAX);
         let upto = i64::try_from(upto).unwrap_or(i64::MAX);
+        // Rows hold one event each: every page is exact.
+        let sql = if how.raw {
+            SELECT_EVENTS
+        } else {
+            SELECT_EVENTS_WITHOUT_RAW
+        };
         self.call(move |conn| {
-            let (client, select) = conn.prepared(SELECT_EVENTS)?;
+            let (client, select) = conn.prepared(sql)?;
             let rows = client
                 .query(&select, &[&session_id, &after, &upto])
                 .map_err(backend)?;

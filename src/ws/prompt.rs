@@ -107,7 +107,10 @@ async fn drive(
         manager.cancel(id).await?;
     }
     // The turn's events from its `turn.started` on.
-    let mut follow = manager.follow(id, first.saturating_sub(1))?;
+    let mut follow = manager
+        .follow(id, first.saturating_sub(1))?
+        .without_raw()
+        .streaming();
     let mut turn = TurnProjection::new(&prompt.prompt_id, id);
     let mut actions = Vec::new();
     // Declining unanswered questions the client is not shown; aborted when the prompt ends.

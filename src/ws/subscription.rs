@@ -96,9 +96,10 @@ async fn next_creation(creations: &mut tokio::sync::watch::Receiver<u64>, out: &
 /// Sends the events of session `id` after `after` as they become visible, as `event` actions
 /// of `topic` (the engine's follow cursor: replay, then live).
 async fn follow_log(manager: &SessionManager, id: &str, topic: &str, after: u64, out: &Outbox) {
-    let Ok(mut follow) = manager.follow(id, after) else {
+    let Ok(follow) = manager.follow(id, after) else {
         return;
     };
+    let mut follow = follow.without_raw().streaming();
     loop {
         let page = match follow.next().await {
             Ok(Some(page)) => page,

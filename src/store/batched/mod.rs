@@ -26,7 +26,7 @@ use super::coordination::Coordination;
 use super::outbox::{Outbox, OutboxRoutes};
 use super::tail::SessionLog;
 use super::writer::{BatchWriter, EventsReply, Op, Writer};
-use super::{Appended, Durable, EventStore, SessionRecord, StoreError, StoredEvent};
+use super::{Appended, Durable, EventStore, PageRead, SessionRecord, StoreError, StoredEvent};
 use crate::sync::RwLockExt;
 use crate::universal::EventDraft;
 
@@ -36,12 +36,15 @@ mod tests;
 
 /// The read side of a database, callable from any thread (including async runtime threads).
 pub(crate) trait StoreReader: Send + Sync + 'static {
-    /// A session's events with `after < sequence <= upto`, in order.
+    /// A session's events with `after < sequence <= upto`, in order, read as `how` asks
+    /// ([`PageRead`]: without the raw lines; unless `exact`, a database that keeps events in
+    /// chunks may stop before `upto` where one ends, never with no event).
     fn read_events(
         &self,
         session_id: &str,
         after: u64,
         upto: u64,
+        how: PageRead,
     ) -> Result<Vec<StoredEvent>, StoreError>;
 
     /// The last stored sequence of a session (0 when it has no event), or `None` when the
@@ -280,6 +283,66 @@ impl BatchedStore {
             durable: None,
         })
     }
+
+    /// Up to `limit` events after `after`: from the tail while they are in it, else from the
+    /// database, as `how` asks.
+    fn read_from(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+        how: PageRead,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let log = self.log(session_id)?;
+        self.catch_up(&log)?;
+        let end = log.visible().min(after.saturating_add(limit as u64));
+        let mut out = Vec::new();
+        let mut cursor = after;
+        while cursor < end {
+            let upto = {
+                let mut tail = log.tail();
+                // The lowest is kept: a read that goes on in the database noted its start.
+                tail.reading_from(cursor + 1);
+                let first = tail.first();
+                if cursor + 1 >= first && cursor < tail.last() {
+                    let before = out.len();
+                    tail.copy_from(cursor + 1, (end - cursor) as usize, &mut out);
+                    if let Some(last) = out[before..].last() {
+                        cursor = last.sequence;
+                    }
+                    continue;
+                }
+                if cursor + 1 >= first {
+                    // Past the tail: appended by another engine, only in the database.
+                    end
+                } else {
+                    // Everything before the tail is committed.
+                    (first - 1).min(end)
+                }
+            };
+            let events = self.reader.read_events(session_id, cursor, upto, how)?;
+            let from = cursor;
+            for (stored, expected) in events.into_iter().zip(cursor + 1..) {
+                if stored.sequence != expected {
+                    break;
+                }
+                cursor = expected;
+                out.push(stored);
+            }
+            if cursor == from || (cursor < upto && how.exact) {
+                return Err(StoreError::Backend(format!(
+                    "the log of session `{session_id}` is missing event {}",
+                    cursor + 1
+                )));
+            }
+            if cursor < upto {
+                // The database's page ended where a chunk ends (or before a missing event,
+                // which the next read reports).
+                break;
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl EventStore for BatchedStore {
@@ -369,49 +432,17 @@ impl EventStore for BatchedStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
-        let log = self.log(session_id)?;
-        self.catch_up(&log)?;
-        let end = log.visible().min(after.saturating_add(limit as u64));
-        let mut out = Vec::new();
-        let mut cursor = after;
-        while cursor < end {
-            let upto = {
-                let mut tail = log.tail();
-                // The lowest is kept: a read that goes on in the database noted its start.
-                tail.reading_from(cursor + 1);
-                let first = tail.first();
-                if cursor + 1 >= first && cursor < tail.last() {
-                    let before = out.len();
-                    tail.copy_from(cursor + 1, (end - cursor) as usize, &mut out);
-                    if let Some(last) = out[before..].last() {
-                        cursor = last.sequence;
-                    }
-                    continue;
-                }
-                if cursor + 1 >= first {
-                    // Past the tail: appended by another engine, only in the database.
-                    end
-                } else {
-                    // Everything before the tail is committed.
-                    (first - 1).min(end)
-                }
-            };
-            let events = self.reader.read_events(session_id, cursor, upto)?;
-            for (stored, expected) in events.into_iter().zip(cursor + 1..) {
-                if stored.sequence != expected {
-                    break;
-                }
-                cursor = expected;
-                out.push(stored);
-            }
-            if cursor < upto {
-                return Err(StoreError::Backend(format!(
-                    "the log of session `{session_id}` is missing event {}",
-                    cursor + 1
-                )));
-            }
-        }
-        Ok(out)
+        self.read_from(session_id, after, limit, PageRead::EXACT)
+    }
+
+    fn read_page(
+        &self,
+        session_id: &str,
+        after: u64,
+        limit: usize,
+        how: PageRead,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.read_from(session_id, after, limit, how)
     }
 
     fn last_sequence(&self, session_id: &str) -> Result<u64, StoreError> {

@@ -75,6 +75,7 @@ impl StoreReader for FakeReader {
         session_id: &str,
         after: u64,
         upto: u64,
+        _how: PageRead,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let events = self.0.events.lock().unwrap();
         events
@@ -189,6 +190,48 @@ fn the_tail_stays_small_and_empties_once_the_session_ends() {
         .unwrap();
     assert_eq!(tail_len(&store, "s"), 0, "an ended session keeps nothing");
     assert_eq!(store.read("s", 990, 100).unwrap().len(), 11);
+}
+
+#[test]
+fn a_hole_in_the_database_is_reported_when_a_reader_reaches_it() {
+    let options = StoreOptions {
+        tail_events: 32,
+        ..StoreOptions::default()
+    };
+    let (db, store) = session_store(options);
+    store
+        .append("s", &mut drafts(1000), "t".into(), None)
+        .unwrap();
+    store.flush().unwrap();
+    db.events.lock().unwrap().remove(&("s".to_owned(), 500));
+    // An exact read reports it; a streaming one ends its page before it (nothing after it is
+    // skipped), and the next page reports it.
+    let error = store.read("s", 0, 2000).unwrap_err().to_string();
+    assert!(error.contains("missing event 500"), "{error}");
+    let page = store
+        .read_page(
+            "s",
+            0,
+            2000,
+            PageRead {
+                raw: true,
+                exact: false,
+            },
+        )
+        .unwrap();
+    assert_eq!(page.len(), 499);
+    assert!(page.iter().zip(1..).all(|(e, n)| e.sequence == n));
+    let streaming = PageRead {
+        raw: false,
+        exact: false,
+    };
+    let error = store
+        .read_page("s", 499, 10, streaming)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("missing event 500"), "{error}");
+    // Past the hole, reads go on.
+    assert_eq!(store.read("s", 500, 2000).unwrap().len(), 500);
 }
 
 /// Waits (up to 5 s, else panics) until the store's health is `healthy`.
