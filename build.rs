@@ -6,7 +6,9 @@
 //! and its bytes (`include_bytes!`, so the compiler tracks them too). Cargo reruns this script
 //! when anything under those paths changes, and a new or removed file changes the list.
 //! Also tells the crate where this build's artifacts go (`CODEBUFFD_BUILD_DIR`), so a binary
-//! can tell that it runs from the build directory of its own source checkout.
+//! can tell that it runs from the build directory of its own source checkout, and gives the
+//! linker of a release build the order of the daemon's functions (`link/symbol-order.txt`,
+//! see [`symbol_order`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,8 @@ fn main() {
     code.push_str("];\n");
     std::fs::write(out.join("adapter_bundle.rs"), code).expect("write adapter_bundle.rs");
 
+    symbol_order(&manifest);
+
     // OUT_DIR is <build dir>/<profile>/build/<package>-<hash>/out.
     if let Some(build_dir) = out.ancestors().nth(3) {
         println!(
@@ -84,4 +88,54 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, PathBuf)>) {
             files.push((relative, path));
         }
     }
+}
+
+/// Release builds (and benches, which inherit them) of the `codebuffd` binary link with
+/// `link/symbol-order.txt` (written by `scripts/order-symbols`): the functions that run while
+/// the daemon idles and streams are laid out first and together, so the kernel maps fewer of
+/// the binary's pages around them (idle and peak RSS; benches/README.md, "Fifteenth
+/// session"). Only where the linker is LLD, the default of Rust 1.90 on x86-64 Linux
+/// (`--symbol-ordering-file` is LLD's), and not when `CODEBUFFD_SYMBOL_ORDER=0` (another
+/// linker set up in `RUSTFLAGS`, or to compare). A stale file costs memory, never correctness:
+/// names it lists that no longer exist are skipped.
+fn symbol_order(manifest: &Path) {
+    println!("cargo:rerun-if-env-changed=CODEBUFFD_SYMBOL_ORDER");
+    let file = manifest.join("link/symbol-order.txt");
+    if file.is_file() {
+        // (A path that does not exist would make Cargo run this script at every build.)
+        println!("cargo:rerun-if-changed=link/symbol-order.txt");
+    }
+    let env = |name: &str| std::env::var(name).unwrap_or_default();
+    let wanted = env("CODEBUFFD_SYMBOL_ORDER") != "0"
+        && env("PROFILE") == "release"
+        && env("TARGET") == "x86_64-unknown-linux-gnu"
+        && file.is_file()
+        && rustc_links_with_lld()
+        // A linker chosen in the flags may not be LLD.
+        && !env("CARGO_ENCODED_RUSTFLAGS").contains("linker");
+    if wanted {
+        println!(
+            "cargo:rustc-link-arg-bin=codebuffd=-Wl,--symbol-ordering-file={}",
+            file.display()
+        );
+        println!("cargo:rustc-link-arg-bin=codebuffd=-Wl,--no-warn-symbol-ordering");
+    }
+}
+
+/// True for a rustc of 1.90 or later: it links x86-64 Linux programs with its own LLD.
+fn rustc_links_with_lld() -> bool {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let Ok(output) = std::process::Command::new(rustc).arg("-vV").output() else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&output.stdout);
+    let release = text
+        .lines()
+        .find_map(|l| l.strip_prefix("release: "))
+        .unwrap_or("");
+    let mut parts = release
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (1, 90)
 }
