@@ -283,66 +283,6 @@ impl BatchedStore {
             durable: None,
         })
     }
-
-    /// Up to `limit` events after `after`: from the tail while they are in it, else from the
-    /// database, as `how` asks.
-    fn read_from(
-        &self,
-        session_id: &str,
-        after: u64,
-        limit: usize,
-        how: PageRead,
-    ) -> Result<Vec<StoredEvent>, StoreError> {
-        let log = self.log(session_id)?;
-        self.catch_up(&log)?;
-        let end = log.visible().min(after.saturating_add(limit as u64));
-        let mut out = Vec::new();
-        let mut cursor = after;
-        while cursor < end {
-            let upto = {
-                let mut tail = log.tail();
-                // The lowest is kept: a read that goes on in the database noted its start.
-                tail.reading_from(cursor + 1);
-                let first = tail.first();
-                if cursor + 1 >= first && cursor < tail.last() {
-                    let before = out.len();
-                    tail.copy_from(cursor + 1, (end - cursor) as usize, &mut out);
-                    if let Some(last) = out[before..].last() {
-                        cursor = last.sequence;
-                    }
-                    continue;
-                }
-                if cursor + 1 >= first {
-                    // Past the tail: appended by another engine, only in the database.
-                    end
-                } else {
-                    // Everything before the tail is committed.
-                    (first - 1).min(end)
-                }
-            };
-            let events = self.reader.read_events(session_id, cursor, upto, how)?;
-            let from = cursor;
-            for (stored, expected) in events.into_iter().zip(cursor + 1..) {
-                if stored.sequence != expected {
-                    break;
-                }
-                cursor = expected;
-                out.push(stored);
-            }
-            if cursor == from || (cursor < upto && how.exact) {
-                return Err(StoreError::Backend(format!(
-                    "the log of session `{session_id}` is missing event {}",
-                    cursor + 1
-                )));
-            }
-            if cursor < upto {
-                // The database's page ended where a chunk ends (or before a missing event,
-                // which the next read reports).
-                break;
-            }
-        }
-        Ok(out)
-    }
 }
 
 impl EventStore for BatchedStore {
@@ -432,9 +372,10 @@ impl EventStore for BatchedStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
-        self.read_from(session_id, after, limit, PageRead::EXACT)
+        self.read_page(session_id, after, limit, PageRead::EXACT)
     }
 
+    /// From the tail while the events are in it, else from the database, as `how` asks.
     fn read_page(
         &self,
         session_id: &str,
@@ -442,7 +383,55 @@ impl EventStore for BatchedStore {
         limit: usize,
         how: PageRead,
     ) -> Result<Vec<StoredEvent>, StoreError> {
-        self.read_from(session_id, after, limit, how)
+        let log = self.log(session_id)?;
+        self.catch_up(&log)?;
+        let end = log.visible().min(after.saturating_add(limit as u64));
+        let mut out = Vec::new();
+        let mut cursor = after;
+        while cursor < end {
+            let upto = {
+                let mut tail = log.tail();
+                // The lowest is kept: a read that goes on in the database noted its start.
+                tail.reading_from(cursor + 1);
+                let first = tail.first();
+                if cursor + 1 >= first && cursor < tail.last() {
+                    let before = out.len();
+                    tail.copy_from(cursor + 1, (end - cursor) as usize, &mut out);
+                    if let Some(last) = out[before..].last() {
+                        cursor = last.sequence;
+                    }
+                    continue;
+                }
+                if cursor + 1 >= first {
+                    // Past the tail: appended by another engine, only in the database.
+                    end
+                } else {
+                    // Everything before the tail is committed.
+                    (first - 1).min(end)
+                }
+            };
+            let events = self.reader.read_events(session_id, cursor, upto, how)?;
+            let from = cursor;
+            for (stored, expected) in events.into_iter().zip(cursor + 1..) {
+                if stored.sequence != expected {
+                    break;
+                }
+                cursor = expected;
+                out.push(stored);
+            }
+            if cursor == from || (cursor < upto && how.exact) {
+                return Err(StoreError::Backend(format!(
+                    "the log of session `{session_id}` is missing event {}",
+                    cursor + 1
+                )));
+            }
+            if cursor < upto {
+                // The database's page ended where a chunk ends (or before a missing event,
+                // which the next read reports).
+                break;
+            }
+        }
+        Ok(out)
     }
 
     fn last_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
