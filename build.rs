@@ -101,7 +101,8 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, PathBuf)>) {
 fn symbol_order(manifest: &Path) {
     println!("cargo:rerun-if-env-changed=CODEBUFFD_SYMBOL_ORDER");
     let file = manifest.join("link/symbol-order.txt");
-    if file.is_file() {
+    let present = file.is_file();
+    if present {
         // (A path that does not exist would make Cargo run this script at every build.)
         println!("cargo:rerun-if-changed=link/symbol-order.txt");
     }
@@ -109,7 +110,7 @@ fn symbol_order(manifest: &Path) {
     let wanted = env("CODEBUFFD_SYMBOL_ORDER") != "0"
         && env("PROFILE") == "release"
         && env("TARGET") == "x86_64-unknown-linux-gnu"
-        && file.is_file()
+        && present
         && rustc_links_with_lld()
         // A linker chosen in the flags may not be LLD.
         && !env("CARGO_ENCODED_RUSTFLAGS").contains("linker");

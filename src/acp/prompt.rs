@@ -101,7 +101,7 @@ impl Follow {
         let mut log = manager
             .follow(&self.session_id, first.saturating_sub(1))
             .map_err(session_error)?
-            .without_raw()
+            .with_raw(false)
             .streaming()
             .with_page(1024);
         // The session's cost, in case its log is older than `turn.ended`'s `session_cost`.

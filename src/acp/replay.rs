@@ -34,7 +34,7 @@ pub async fn replay(
         .manager
         .follow(session_id, 0)
         .map_err(session_error)?
-        .without_raw()
+        .with_raw(false)
         .streaming()
         .with_page(1024);
     let until = log.last_sequence().map_err(session_error)?;

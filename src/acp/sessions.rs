@@ -155,7 +155,7 @@ fn title(door: &Door, s: &SessionInfo) -> Option<String> {
         .manager
         .follow(&s.session_id, 0)
         .ok()?
-        .without_raw()
+        .with_raw(false)
         .poll_at_most(8)
         .ok()?;
     let text = events.iter().find_map(|e| match e.data().ok()? {

@@ -75,10 +75,7 @@ pub async fn poll_events(
     let limit = q.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let after = q.offset.unwrap_or(0);
     let include_raw = q.include_raw.unwrap_or(false);
-    let mut follow = state.manager.follow(&id, after)?;
-    if !include_raw {
-        follow = follow.without_raw();
-    }
+    let mut follow = state.manager.follow(&id, after)?.with_raw(include_raw);
     let events = follow.poll_at_most(limit)?;
     let has_more = follow.position() < follow.last_sequence()?;
     let mut body =
@@ -225,11 +222,7 @@ fn log_stream(
     until_turn_end: bool,
     keep_alive: Duration,
 ) -> impl Stream<Item = Result<String, std::convert::Infallible>> + Send + 'static {
-    let follow = if include_raw {
-        follow.streaming()
-    } else {
-        follow.streaming().without_raw()
-    };
+    let follow = follow.streaming().with_raw(include_raw);
     let cursor = Cursor {
         follow,
         include_raw,
@@ -294,12 +287,11 @@ pub async fn transcript(
 ) -> Result<Response, Problem> {
     state.manager.info(&id)?;
     let include_raw = q.include_raw();
-    let follow = state.manager.follow(&id, 0)?;
-    let follow = if include_raw {
-        follow.streaming()
-    } else {
-        follow.streaming().without_raw()
-    };
+    let follow = state
+        .manager
+        .follow(&id, 0)?
+        .streaming()
+        .with_raw(include_raw);
     let end = follow.last_sequence()?;
     // Pages are read one at a time as the client consumes them: never the whole log in memory.
     let body = stream::unfold(Some(follow), move |follow| async move {

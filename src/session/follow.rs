@@ -46,7 +46,7 @@ pub struct Follow {
     after: u64,
     page: usize,
     rx: watch::Receiver<u64>,
-    /// How pages are read ([`Follow::without_raw`], [`Follow::streaming`]).
+    /// How pages are read ([`Follow::with_raw`], [`Follow::streaming`]).
     how: PageRead,
     /// The store's health (`None` inside: it writes), for a store that can degrade.
     health: Option<watch::Receiver<Option<Arc<str>>>>,
@@ -81,11 +81,12 @@ impl Follow {
         self
     }
 
-    /// For a reader that never serves the agent's raw lines (SSE and polling without
-    /// `includeRaw`, the ACP and WebSocket doors): its events may come without them
-    /// (`raw: None`), which spares a database reading them ([`PageRead::raw`]).
-    pub fn without_raw(mut self) -> Follow {
-        self.how.raw = false;
+    /// Whether the reader serves the agent's raw lines (the default). One that never does
+    /// (SSE and polling without `includeRaw`, the ACP and WebSocket doors) passes `false`: its
+    /// events may come without them (`raw: None`), which spares a database reading them
+    /// ([`PageRead::raw`]).
+    pub fn with_raw(mut self, raw: bool) -> Follow {
+        self.how.raw = raw;
         self
     }
 

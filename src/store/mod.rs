@@ -218,9 +218,8 @@ pub trait EventStore: Send + Sync + 'static {
         session_id: &str,
         after: u64,
         limit: usize,
-        how: PageRead,
+        _how: PageRead,
     ) -> Result<Vec<StoredEvent>, StoreError> {
-        let _ = how;
         self.read(session_id, after, limit)
     }
 

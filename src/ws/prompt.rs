@@ -109,7 +109,7 @@ async fn drive(
     // The turn's events from its `turn.started` on.
     let mut follow = manager
         .follow(id, first.saturating_sub(1))?
-        .without_raw()
+        .with_raw(false)
         .streaming();
     let mut turn = TurnProjection::new(&prompt.prompt_id, id);
     let mut actions = Vec::new();

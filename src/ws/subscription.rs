@@ -99,7 +99,7 @@ async fn follow_log(manager: &SessionManager, id: &str, topic: &str, after: u64,
     let Ok(follow) = manager.follow(id, after) else {
         return;
     };
-    let mut follow = follow.without_raw().streaming();
+    let mut follow = follow.with_raw(false).streaming();
     loop {
         let page = match follow.next().await {
             Ok(Some(page)) => page,
