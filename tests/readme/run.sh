@@ -89,7 +89,9 @@ __js() { (cd "$(dirname "$1")" && timeout 60 node "$1"); }
 EOF
 
 cd "$dir/home"
+# The README's `mktemp -d`s land in $dir, removed with it.
+mkdir -p "$dir/tmp"
 env -i HOME="$dir/home" PATH="$bin_dir:$acpx_bin:$(dirname "$(command -v node)"):/usr/local/bin:/usr/bin:/bin" \
-  TERM=dumb __PORT="$port" __DIR="$dir" __PYTHON="$(command -v "$python")" \
+  TMPDIR="$dir/tmp" TERM=dumb __PORT="$port" __DIR="$dir" __PYTHON="$(command -v "$python")" \
   bash -c 'source "$__DIR/prelude.sh"; source "$__DIR/blocks/readme.sh"'
 echo "tests/readme: every block ran as the README says"
