@@ -56,6 +56,10 @@ pub(crate) struct Tail {
     read_since: Instant,
     read_window: Duration,
     capacity: usize,
+    /// Events from here on keep their raw agent line; the committed ones before it had theirs
+    /// dropped (see [`Tail::evict`]): a reader that wants raw lines reads those from the
+    /// database ([`Tail::first_with`]).
+    raw_from: u64,
     /// The sequence of an appended `session.ended`: nothing more will be appended, so keep
     /// nothing once committed.
     closed_at: Option<u64>,
@@ -76,6 +80,7 @@ impl SessionLog {
                 read_since: Instant::now(),
                 read_window: READ_WINDOW,
                 capacity,
+                raw_from: last + 1,
                 closed_at: None,
             }),
             visible,
@@ -119,6 +124,7 @@ impl SessionLog {
                 tail.last = tip;
                 tail.committed = tip;
                 tail.last_commit_from = tip + 1;
+                tail.raw_from = tip + 1;
                 tail.closed_at = None;
             }
         }
@@ -284,12 +290,34 @@ impl Tail {
         }
     }
 
-    /// Up to `count` events from `from` on (`from >= first()`).
-    pub fn copy_from(&self, from: u64, count: usize, out: &mut Vec<StoredEvent>) {
+    /// The sequence of the first event held as a reader wants it: with its raw line (`raw`,
+    /// see [`Tail::evict`]) or without (`last + 1` when none is).
+    pub fn first_with(&self, raw: bool) -> u64 {
+        if raw {
+            self.first().max(self.raw_from)
+        } else {
+            self.first()
+        }
+    }
+
+    /// Up to `count` events from `from` on (`from >= first_with(raw)`), with their raw lines
+    /// if `raw`: a reader that serves none takes no share of the agent's read buffers.
+    pub fn copy_from(&self, from: u64, count: usize, raw: bool, out: &mut Vec<StoredEvent>) {
         let start = (from - self.first()) as usize;
         let end = start.saturating_add(count).min(self.events.len());
-        if start < end {
-            out.extend(self.events.range(start..end).cloned());
+        if start >= end {
+            return;
+        }
+        let events = self.events.range(start..end);
+        if raw {
+            out.extend(events.cloned());
+        } else {
+            out.extend(events.map(|e| StoredEvent {
+                sequence: e.sequence,
+                event_type: e.event_type,
+                json: e.json.clone(),
+                raw: None,
+            }));
         }
     }
 
@@ -298,6 +326,11 @@ impl Tail {
     /// (together at most [`READERS_KEPT`] capacities): one commit can make many events
     /// visible at once, and readers that keep up, even some way behind, then find them here
     /// and not in the database. A reader too far behind, or paused, reads there.
+    ///
+    /// The committed events kept lose their raw agent lines: a line is a slice of the buffer
+    /// the agent's output was read into, which stays whole while any of its lines lives, and
+    /// twenty flooding sessions' tails kept ~2 MB of those buffers for the few readers that
+    /// ask for raw lines (`includeRaw`); those read committed events from the database.
     fn evict(&mut self) {
         self.forget_old_reads();
         let (keep, below) = if self.closed_at.is_some() {
@@ -320,7 +353,25 @@ impl Tail {
                 _ => break,
             }
         }
+        self.drop_committed_raws();
         self.release_room();
+    }
+
+    /// Drops the raw lines of the committed events held (see [`Tail::evict`]).
+    fn drop_committed_raws(&mut self) {
+        let first = self.first();
+        let upto = self.committed.min(self.last);
+        let start = self.raw_from.max(first);
+        if start <= upto {
+            let base = first;
+            for event in self
+                .events
+                .range_mut((start - base) as usize..=(upto - base) as usize)
+            {
+                event.raw = None;
+            }
+        }
+        self.raw_from = self.raw_from.max(upto + 1);
     }
 
     /// Gives back the room a burst made the tail grow to (a flood's uncommitted events, a
@@ -435,6 +486,50 @@ mod tests {
         log.trim_if_overfull();
         assert_eq!(first(&log), 37, "trimmed once the writer has time");
         assert!(!log.committed(40));
+    }
+
+    #[test]
+    fn committed_events_lose_their_raw_lines_and_raw_readers_start_after_them() {
+        use crate::store::StoredRaw;
+        use crate::universal::RawLine;
+        let with_raws = |from, to| {
+            let mut list = events(from, to);
+            for e in &mut list {
+                e.raw = Some(StoredRaw::Line(RawLine::json_or_text("{}".into())));
+            }
+            list
+        };
+        let log = SessionLog::new("s", 0, 8, true);
+        log.tail().push(&with_raws(1, 10), false);
+        assert_eq!(log.tail().first_with(true), 1, "nothing committed yet");
+        commit(&log, 6);
+        let tail = log.tail();
+        assert_eq!(tail.first(), 1, "the events stay for readers");
+        assert_eq!(
+            tail.first_with(true),
+            7,
+            "raw lines only from the first uncommitted"
+        );
+        let raws: Vec<bool> = tail.events.iter().map(|e| e.raw.is_some()).collect();
+        assert_eq!(
+            raws,
+            [false, false, false, false, false, false, true, true, true, true]
+        );
+        let mut out = Vec::new();
+        tail.copy_from(5, 10, true, &mut out);
+        assert_eq!(out.iter().filter(|e| e.raw.is_some()).count(), 4);
+        out.clear();
+        tail.copy_from(7, 10, false, &mut out);
+        assert_eq!(out.len(), 4);
+        assert!(out.iter().all(|e| e.raw.is_none()), "copied without them");
+        drop(tail);
+        // A rewind forgets uncommitted events; raw lines still start after the committed.
+        log.rewind_unless(1);
+        assert_eq!(log.tail().first_with(true), 7);
+        log.tail().push(&with_raws(7, 12), false);
+        commit(&log, 12);
+        assert_eq!(log.tail().first_with(true), 13);
+        assert!(log.tail().events.iter().all(|e| e.raw.is_none()));
     }
 
     #[test]

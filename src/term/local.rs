@@ -85,7 +85,8 @@ impl Transport for Local {
 
     /// The engine's cursor on the session's log ([`crate::session::Follow`]), as a stream.
     async fn events(&self, id: &str, after: u64) -> Result<Events, ClientError> {
-        let follow = self.manager().follow(id, after)?;
+        // The terminal shows no raw agent lines.
+        let follow = self.manager().follow(id, after)?.with_raw(false);
         let state = (follow, VecDeque::<LoggedEvent>::new());
         Ok(
             futures_util::stream::unfold(state, |(mut follow, mut page)| async move {

@@ -393,10 +393,10 @@ impl EventStore for BatchedStore {
                 let mut tail = log.tail();
                 // The lowest is kept: a read that goes on in the database noted its start.
                 tail.reading_from(cursor + 1);
-                let first = tail.first();
+                let first = tail.first_with(how.raw);
                 if cursor + 1 >= first && cursor < tail.last() {
                     let before = out.len();
-                    tail.copy_from(cursor + 1, (end - cursor) as usize, &mut out);
+                    tail.copy_from(cursor + 1, (end - cursor) as usize, how.raw, &mut out);
                     if let Some(last) = out[before..].last() {
                         cursor = last.sequence;
                     }
@@ -406,7 +406,8 @@ impl EventStore for BatchedStore {
                     // Past the tail: appended by another engine, only in the database.
                     end
                 } else {
-                    // Everything before the tail is committed.
+                    // Everything before the tail (or before its events that kept their raw
+                    // lines) is committed.
                     (first - 1).min(end)
                 }
             };

@@ -13,11 +13,13 @@ use crate::universal::{ErrorData, EventData, SessionEndReason, SessionEndedData}
 #[derive(Default)]
 struct FakeDb {
     records: Mutex<BTreeMap<String, SessionRecord>>,
-    events: Mutex<BTreeMap<(String, u64), crate::store::EventText>>,
+    events: Mutex<BTreeMap<(String, u64), (crate::store::EventText, Option<String>)>>,
     broken: AtomicBool,
     /// Held by a test to hold up commits.
     gate: Mutex<()>,
     commits: std::sync::atomic::AtomicUsize,
+    /// Pages read from the database.
+    reads: std::sync::atomic::AtomicUsize,
     panics: AtomicBool,
 }
 
@@ -55,7 +57,8 @@ impl BatchWriter for FakeWriter {
                 } => {
                     for e in list.iter() {
                         let key = ((*session_id).to_owned(), e.sequence);
-                        events.insert(key, e.json.clone());
+                        let raw = e.raw.as_ref().map(|raw| raw.json().into_owned());
+                        events.insert(key, (e.json.clone(), raw));
                     }
                     true
                 }
@@ -75,12 +78,15 @@ impl StoreReader for FakeReader {
         session_id: &str,
         after: u64,
         upto: u64,
-        _how: PageRead,
+        how: PageRead,
     ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.0.reads.fetch_add(1, Ordering::SeqCst);
         let events = self.0.events.lock().unwrap();
         events
             .range((session_id.to_owned(), after + 1)..=(session_id.to_owned(), upto))
-            .map(|((_, seq), json)| StoredEvent::from_stored(*seq, json, None))
+            .map(|((_, seq), (json, raw))| {
+                StoredEvent::from_stored(*seq, json, raw.as_deref().filter(|_| how.raw))
+            })
             .collect()
     }
 
@@ -232,6 +238,76 @@ fn a_hole_in_the_database_is_reported_when_a_reader_reaches_it() {
     assert!(error.contains("missing event 500"), "{error}");
     // Past the hole, reads go on.
     assert_eq!(store.read("s", 500, 2000).unwrap().len(), 500);
+}
+
+/// Drafts from agent lines: the `i`th's raw line is `{"line":i}`.
+fn agent_drafts(from: usize, n: usize) -> Vec<EventDraft> {
+    (from..from + n)
+        .map(|i| {
+            EventDraft::from_agent(
+                EventData::Error(Box::new(ErrorData {
+                    message: i.to_string(),
+                    code: None,
+                    details: None,
+                })),
+                Some(crate::universal::RawLine::json_or_text(format!(
+                    r#"{{"line":{i}}}"#
+                ))),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn readers_of_raw_lines_get_every_one_after_the_tail_dropped_the_committed_ones() {
+    let (db, store) = session_store(StoreOptions::default());
+    store
+        .append("s", &mut agent_drafts(1, 100), "t".into(), None)
+        .unwrap();
+    store.flush().unwrap();
+    // The next append trims the tail: the 100 committed events stay, without raw lines.
+    store
+        .append("s", &mut agent_drafts(101, 10), "t".into(), None)
+        .unwrap();
+    let raw_line = |e: &StoredEvent| e.raw.as_ref().map(|r| r.json().into_owned());
+    let reads = db.reads.load(Ordering::SeqCst);
+    let without = store
+        .read_page(
+            "s",
+            0,
+            200,
+            PageRead {
+                raw: false,
+                exact: false,
+            },
+        )
+        .unwrap();
+    assert_eq!(without.len(), 110);
+    assert!(without.iter().all(|e| e.raw.is_none()));
+    assert_eq!(
+        db.reads.load(Ordering::SeqCst),
+        reads,
+        "a reader without raw lines reads the tail alone"
+    );
+    // A reader of raw lines gets each event's own, the committed ones from the database and
+    // the uncommitted ones from the tail.
+    let with = store.read("s", 0, 200).unwrap();
+    assert_eq!(with.len(), 110);
+    for (e, i) in with.iter().zip(1..) {
+        assert_eq!(e.sequence, i);
+        assert_eq!(
+            raw_line(e).as_deref(),
+            Some(format!(r#"{{"line":{i}}}"#).as_str())
+        );
+    }
+    assert!(db.reads.load(Ordering::SeqCst) > reads);
+    // Same once everything is committed.
+    store.flush().unwrap();
+    let with = store.read("s", 95, 200).unwrap();
+    let lines: Vec<_> = with.iter().map(|e| raw_line(e).unwrap()).collect();
+    assert_eq!(lines.len(), 15);
+    assert_eq!(lines[0], r#"{"line":96}"#);
+    assert_eq!(lines[14], r#"{"line":110}"#);
 }
 
 /// Waits (up to 5 s, else panics) until the store's health is `healthy`.
