@@ -13,8 +13,11 @@ use tokio::time::{timeout_at, Instant};
 use super::{ExitInfo, OutputStream, ProcessEvent};
 use crate::agent::framing::{Frame, LineFramer};
 
-/// Bytes asked for per read of an output pipe (a pipe holds 64 KiB by default).
+/// Bytes asked for per read of the agent's stdout (a pipe holds 64 KiB by default).
 const READ_CHUNK: usize = 32 * 1024;
+/// Bytes asked for per read of its stderr: a few diagnostics, not a stream; each running agent
+/// holds its read buffers for its whole turn.
+const STDERR_READ_CHUNK: usize = 4 * 1024;
 
 /// What travels from the background tasks to [`AgentProcess::next_event`].
 pub(super) enum Message {
@@ -26,14 +29,17 @@ pub(super) enum Message {
 pub(super) struct Batch {
     pub(super) stream: OutputStream,
     bytes: Vec<u8>,
-    frames: Vec<BatchFrame>,
+    /// Each frame's byte count in `bytes`, with [`OVERSIZED`] set for the kept prefix of a line
+    /// over the limit, whose whole length is the next of `oversized`. Four bytes a line: a read
+    /// holds hundreds of lines, and the agents' batches in flight are much of a flood's memory.
+    frames: Vec<u32>,
+    oversized: Vec<usize>,
 }
 
-#[derive(Clone, Copy)]
-enum BatchFrame {
-    Line { len: usize },
-    Oversized { length: usize, prefix_len: usize },
-}
+/// Marks a frame of [`Batch::frames`] as an oversized line's prefix.
+const OVERSIZED: u32 = 1 << 31;
+/// The longest line a batch holds whole (longer ones are oversized whatever the limit).
+const MAX_LINE: usize = (OVERSIZED - 1) as usize;
 
 impl Batch {
     /// A batch for about `bytes` bytes: its buffer is what the lines of one read keep alive
@@ -43,6 +49,7 @@ impl Batch {
             stream,
             bytes: Vec::with_capacity(bytes),
             frames: Vec::new(),
+            oversized: Vec::new(),
         }
     }
 
@@ -50,14 +57,14 @@ impl Batch {
         match frame {
             Frame::Line(line) => {
                 self.bytes.extend_from_slice(line);
-                self.frames.push(BatchFrame::Line { len: line.len() });
+                // Lines are at most MAX_LINE long (the framer's limit).
+                self.frames.push(line.len() as u32);
             }
             Frame::Oversized { length, prefix } => {
+                let prefix = &prefix[..prefix.len().min(MAX_LINE)];
                 self.bytes.extend_from_slice(prefix);
-                self.frames.push(BatchFrame::Oversized {
-                    length,
-                    prefix_len: prefix.len(),
-                });
+                self.frames.push(prefix.len() as u32 | OVERSIZED);
+                self.oversized.push(length);
             }
         }
     }
@@ -69,7 +76,8 @@ impl Batch {
 pub(super) struct Cursor {
     stream: OutputStream,
     bytes: Bytes,
-    frames: Vec<BatchFrame>,
+    frames: Vec<u32>,
+    oversized: std::vec::IntoIter<usize>,
     frame: usize,
     offset: usize,
 }
@@ -80,6 +88,7 @@ impl Cursor {
             stream: batch.stream,
             bytes: Bytes::from(batch.bytes),
             frames: batch.frames,
+            oversized: batch.oversized.into_iter(),
             frame: 0,
             offset: 0,
         }
@@ -90,21 +99,17 @@ impl Cursor {
         self.frame += 1;
         let stream = self.stream;
         let start = self.offset;
-        Some(match frame {
-            BatchFrame::Line { len } => {
-                self.offset += len;
-                ProcessEvent::Line {
-                    stream,
-                    line: self.bytes.slice(start..self.offset),
-                }
+        self.offset += (frame & !OVERSIZED) as usize;
+        Some(if frame & OVERSIZED == 0 {
+            ProcessEvent::Line {
+                stream,
+                line: self.bytes.slice(start..self.offset),
             }
-            BatchFrame::Oversized { length, prefix_len } => {
-                self.offset += prefix_len;
-                ProcessEvent::Oversized {
-                    stream,
-                    length,
-                    prefix: self.bytes[start..self.offset].to_vec(),
-                }
+        } else {
+            ProcessEvent::Oversized {
+                stream,
+                length: self.oversized.next().unwrap_or(0),
+                prefix: self.bytes[start..self.offset].to_vec(),
             }
         })
     }
@@ -119,8 +124,14 @@ pub(super) async fn read_output<R: AsyncRead + Unpin>(
     events: mpsc::Sender<Message>,
     mut eof_deadline: watch::Receiver<Option<Instant>>,
 ) {
-    let mut framer = LineFramer::new(max_line_bytes);
-    let mut buf = vec![0u8; READ_CHUNK];
+    let mut framer = LineFramer::new(max_line_bytes.min(MAX_LINE));
+    let mut buf = vec![
+        0u8;
+        match stream {
+            OutputStream::Stdout => READ_CHUNK,
+            OutputStream::Stderr => STDERR_READ_CHUNK,
+        }
+    ];
     loop {
         let deadline = *eof_deadline.borrow_and_update();
         let result = match deadline {
