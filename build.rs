@@ -97,7 +97,8 @@ fn collect(root: &Path, dir: &Path, files: &mut Vec<(String, PathBuf)>) {
 /// session"). Only where the linker is LLD, the default of Rust 1.90 on x86-64 Linux
 /// (`--symbol-ordering-file` is LLD's), and not when `CODEBUFFD_SYMBOL_ORDER=0` (another
 /// linker set up in `RUSTFLAGS`, or to compare). A stale file costs memory, never correctness:
-/// names it lists that no longer exist are skipped.
+/// names it lists that no longer exist are skipped. Such a build also packs its relative
+/// relocations where the C library can read them ([`glibc_reads_packed_relocations`]).
 fn symbol_order(manifest: &Path) {
     println!("cargo:rerun-if-env-changed=CODEBUFFD_SYMBOL_ORDER");
     let file = manifest.join("link/symbol-order.txt");
@@ -120,7 +121,34 @@ fn symbol_order(manifest: &Path) {
             file.display()
         );
         println!("cargo:rustc-link-arg-bin=codebuffd=-Wl,--no-warn-symbol-ordering");
+        if glibc_reads_packed_relocations() {
+            // The binary's ~22,000 relative relocations in a few KiB instead of 510: the
+            // dynamic loader reads all of them when any codebuffd process starts (the daemon,
+            // and each `mock-agent`), and their pages stay mapped for the process's life.
+            println!("cargo:rustc-link-arg-bin=codebuffd=-Wl,-z,pack-relative-relocs");
+        }
     }
+}
+
+/// True when this machine's glibc (where the binary is built, and so meant to run) is 2.36
+/// or later, the first whose loader reads packed relative relocations (`DT_RELR`); a binary
+/// linked with them names that requirement, so an older glibc refuses it with a clear error.
+fn glibc_reads_packed_relocations() -> bool {
+    let Ok(output) = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+    else {
+        return false;
+    };
+    // "glibc 2.36"
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut parts = text
+        .trim()
+        .trim_start_matches("glibc ")
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (2, 36)
 }
 
 /// True for a rustc of 1.90 or later: it links x86-64 Linux programs with its own LLD.
