@@ -27,8 +27,11 @@ use crate::sync::LockExt;
 /// One file offset is kept per this many envelopes.
 pub const INDEX_EVERY: u64 = 256;
 /// Recent envelopes kept in memory for live readers (by count and by bytes; at least one).
+/// Every server holds its own, for as long as it lives: a streamed answer's envelopes are
+/// large (~16 KB, hundreds of deltas each), and at 8 MiB one 100,000-delta flood kept all
+/// 2.5 MB of them (heaptrack). A reader more than this behind reads the file.
 const TAIL_COUNT: usize = 2048;
-const TAIL_BYTES: usize = 8 * 1024 * 1024;
+const TAIL_BYTES: usize = 1024 * 1024;
 
 /// An envelope as stored: its number and its compact JSON.
 pub type Envelope = (u64, Arc<str>);
