@@ -9,11 +9,14 @@ use crate::store::writer::Write;
 use crate::universal::{Cost, TerminatedBy};
 use crate::universal::{ErrorData, EventData, SessionEndReason, SessionEndedData};
 
+/// Stored events by session and sequence: their JSON and raw line.
+type EventRows = BTreeMap<(String, u64), (crate::store::EventText, Option<String>)>;
+
 /// A database in memory that can be told to fail its commits.
 #[derive(Default)]
 struct FakeDb {
     records: Mutex<BTreeMap<String, SessionRecord>>,
-    events: Mutex<BTreeMap<(String, u64), (crate::store::EventText, Option<String>)>>,
+    events: Mutex<EventRows>,
     broken: AtomicBool,
     /// Held by a test to hold up commits.
     gate: Mutex<()>,
