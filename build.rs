@@ -142,13 +142,7 @@ fn glibc_reads_packed_relocations() -> bool {
     };
     // "glibc 2.36"
     let text = String::from_utf8_lossy(&output.stdout);
-    let mut parts = text
-        .trim()
-        .trim_start_matches("glibc ")
-        .split('.')
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    (major, minor) >= (2, 36)
+    major_minor(text.trim().trim_start_matches("glibc ")) >= (2, 36)
 }
 
 /// True for a rustc of 1.90 or later: it links x86-64 Linux programs with its own LLD.
@@ -162,9 +156,13 @@ fn rustc_links_with_lld() -> bool {
         .lines()
         .find_map(|l| l.strip_prefix("release: "))
         .unwrap_or("");
-    let mut parts = release
+    major_minor(release) >= (1, 90)
+}
+
+/// The first two numbers of a version (`1.90.0-nightly`: (1, 90)); missing ones are 0.
+fn major_minor(version: &str) -> (u32, u32) {
+    let mut parts = version
         .split(['.', '-'])
         .map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    (major, minor) >= (1, 90)
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }

@@ -363,11 +363,8 @@ impl Tail {
         let upto = self.committed.min(self.last);
         let start = self.raw_from.max(first);
         if start <= upto {
-            let base = first;
-            for event in self
-                .events
-                .range_mut((start - base) as usize..=(upto - base) as usize)
-            {
+            let range = (start - first) as usize..=(upto - first) as usize;
+            for event in self.events.range_mut(range) {
                 event.raw = None;
             }
         }

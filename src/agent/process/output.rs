@@ -55,13 +55,12 @@ impl Batch {
 
     fn push(&mut self, frame: Frame<'_>) {
         match frame {
+            // Lines are at most MAX_LINE long (the framer's limit), prefixes 1 KiB.
             Frame::Line(line) => {
                 self.bytes.extend_from_slice(line);
-                // Lines are at most MAX_LINE long (the framer's limit).
                 self.frames.push(line.len() as u32);
             }
             Frame::Oversized { length, prefix } => {
-                let prefix = &prefix[..prefix.len().min(MAX_LINE)];
                 self.bytes.extend_from_slice(prefix);
                 self.frames.push(prefix.len() as u32 | OVERSIZED);
                 self.oversized.push(length);

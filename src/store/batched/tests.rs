@@ -145,15 +145,18 @@ fn wait_for_room(room: &mut watch::Receiver<bool>, why: &str) {
     });
 }
 
+/// An error event whose message is `i`.
+fn error_data(i: usize) -> EventData {
+    EventData::Error(Box::new(ErrorData {
+        message: i.to_string(),
+        code: None,
+        details: None,
+    }))
+}
+
 fn drafts(n: usize) -> Vec<EventDraft> {
     (0..n)
-        .map(|i| {
-            EventDraft::synthetic(EventData::Error(Box::new(ErrorData {
-                message: i.to_string(),
-                code: None,
-                details: None,
-            })))
-        })
+        .map(|i| EventDraft::synthetic(error_data(i)))
         .collect()
 }
 
@@ -247,16 +250,8 @@ fn a_hole_in_the_database_is_reported_when_a_reader_reaches_it() {
 fn agent_drafts(from: usize, n: usize) -> Vec<EventDraft> {
     (from..from + n)
         .map(|i| {
-            EventDraft::from_agent(
-                EventData::Error(Box::new(ErrorData {
-                    message: i.to_string(),
-                    code: None,
-                    details: None,
-                })),
-                Some(crate::universal::RawLine::json_or_text(format!(
-                    r#"{{"line":{i}}}"#
-                ))),
-            )
+            let raw = crate::universal::RawLine::json_or_text(format!(r#"{{"line":{i}}}"#));
+            EventDraft::from_agent(error_data(i), Some(raw))
         })
         .collect()
 }
