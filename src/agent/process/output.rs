@@ -124,13 +124,11 @@ pub(super) async fn read_output<R: AsyncRead + Unpin>(
     mut eof_deadline: watch::Receiver<Option<Instant>>,
 ) {
     let mut framer = LineFramer::new(max_line_bytes.min(MAX_LINE));
-    let mut buf = vec![
-        0u8;
-        match stream {
-            OutputStream::Stdout => READ_CHUNK,
-            OutputStream::Stderr => STDERR_READ_CHUNK,
-        }
-    ];
+    let chunk = match stream {
+        OutputStream::Stdout => READ_CHUNK,
+        OutputStream::Stderr => STDERR_READ_CHUNK,
+    };
+    let mut buf = vec![0u8; chunk];
     loop {
         let deadline = *eof_deadline.borrow_and_update();
         let result = match deadline {
