@@ -10,7 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::daemon::{binary, describe_processes, session_members, work_dir, Daemon, TempDir};
+use support::daemon::{
+    binary, describe_processes, session_members, work_dir, Daemon, DaemonOptions, TempDir,
+};
 
 /// A `codebuffd acp` on `data_dir`, driven with raw JSON-RPC lines.
 struct AcpProcess {
@@ -256,8 +258,28 @@ async fn a_turn_run_by_one_process_is_followed_and_answered_through_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_process_s_turn_is_interrupted_by_a_survivor_and_its_agent_killed() {
     let dir = TempDir::new("many-kill");
-    let a = Daemon::start_in(dir.path(), &[]);
+    // A also keeps a warm spare: a `codebuff` session's, of an `--agent-command` that waits
+    // for its turn line (the mock keeps none).
+    let bin = TempDir::new("many-kill-agent");
+    let waiting = bin.path().join("waiting-agent");
+    std::fs::write(&waiting, "#!/bin/sh\nread turn\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&waiting, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let a = Daemon::start_in_with(
+        dir.path(),
+        DaemonOptions {
+            args: vec!["--agent-command".into(), waiting.display().to_string()],
+            env: vec![("CODEBUFF_API_KEY".into(), "cb-many-key".into())],
+            ..Default::default()
+        },
+    );
     let b = Daemon::start_in(dir.path(), &[]);
+    a.create("idle-codebuff", json!({"agent": "codebuff"}))
+        .await;
+    let spare = a.spares().await;
+    assert_eq!(spare.len(), 1, "A keeps a spare");
     a.create("victim", json!({"agent": "mock"})).await;
     b.create("bystander", json!({"agent": "mock"})).await;
     a.message("victim", "hang").await;
@@ -288,7 +310,7 @@ async fn a_killed_process_s_turn_is_interrupted_by_a_survivor_and_its_agent_kill
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Nothing of A stays: its spares read end-of-file and exit, as does an agent A started
+    // Nothing of A stays: its spare reads end-of-file and exits, as does an agent A started
     // but had not yet recorded (it never got its turn).
     let left = support::daemon::wait_session_empty(a_pid, Duration::from_secs(5));
     assert!(

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::json;
-use support::daemon::{Daemon, DaemonOptions};
+use support::daemon::{Daemon, DaemonOptions, TempDir};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -72,9 +72,9 @@ async fn metrics_count_known_turns_without_session_ids() {
     assert_eq!(s["codebuffd_questions_pending"], 1.0);
     assert_eq!(s["codebuffd_permissions_pending"], 0.0);
     assert_eq!(s["codebuffd_store_degraded"], 0.0);
-    // The asking turn's agent runs; a warm spare waits for the next turn.
-    assert!(s["codebuffd_agent_processes"] >= 1.0, "{text}");
-    assert_eq!(s["codebuffd_warm_spares"], 1.0);
+    // The asking turn's agent runs; the mock keeps no warm spare (it starts in ~2 ms).
+    assert_eq!(s["codebuffd_agent_processes"], 1.0, "{text}");
+    assert_eq!(s["codebuffd_warm_spares"], 0.0);
     assert!(s["codebuffd_store_commit_seconds_count"] >= 1.0);
     assert!(s["codebuffd_store_commit_seconds_sum"] > 0.0);
     // Route templates, not paths.
@@ -113,6 +113,49 @@ async fn metrics_count_known_turns_without_session_ids() {
     assert_eq!(s["codebuffd_questions_pending"], 0.0);
     assert_eq!(s["codebuffd_sessions{status=\"idle\"}"], 1.0);
     promtool_check(&text);
+    d.stop();
+}
+
+/// A `codebuff` session keeps a warm spare (here of an `--agent-command` that only waits for
+/// its turn line): both gauges count it, and it is gone once the session is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_warm_spare_of_a_codebuff_session_is_counted() {
+    let bin = TempDir::new("metrics-agent");
+    let agent = bin.path().join("waiting-agent");
+    std::fs::write(&agent, "#!/bin/sh\nread turn\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let d = Daemon::start_with(DaemonOptions {
+        args: vec!["--agent-command".into(), agent.display().to_string()],
+        env: vec![("CODEBUFF_API_KEY".into(), "cb-metrics-key".into())],
+        ..Default::default()
+    });
+    let (_, s) = scrape(&d).await;
+    assert_eq!(s["codebuffd_warm_spares"], 0.0);
+    d.create("metrics-codebuff", json!({"agent": "codebuff"}))
+        .await;
+    let spares = d.spares().await;
+    assert_eq!(spares.len(), 1, "a spare waits for the first turn");
+    let (text, s) = scrape(&d).await;
+    assert_eq!(s["codebuffd_warm_spares"], 1.0, "{text}");
+    assert_eq!(s["codebuffd_agent_processes"], 1.0, "{text}");
+    assert!(!text.contains("cb-metrics-key"));
+    let resp = d
+        .http
+        .delete(d.url("/v1/sessions/metrics-codebuff"))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let deadline = std::time::Instant::now() + WAIT;
+    while !d.spares().await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the spare stays");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, s) = scrape(&d).await;
+    assert_eq!(s["codebuffd_warm_spares"], 0.0);
     d.stop();
 }
 

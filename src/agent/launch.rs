@@ -9,7 +9,8 @@
 //!
 //! **Warm spares.** Every agent is started as `--stream-json --stdin-turn`: it loads what it
 //! needs (the Codebuff adapter: the SDK, ~0.7 s), then waits for its turn line on stdin. The
-//! host keeps one such process per agent kind in use; a turn takes it (if it is still silent
+//! host keeps one such process per agent kind in use whose start is slow enough to be worth it
+//! (not the `mock`, which starts in ~2 ms); a turn takes it (if it is still silent
 //! and alive), writes the turn line, and a fresh spare starts for the next turn. A spare holds
 //! no credential (the key comes in the turn line) and no session's environment; it is its own
 //! process group from the start, so a turn's group, cancel, timeout and kill are exactly those
@@ -290,9 +291,10 @@ impl AgentHost {
         })
     }
 
-    /// Makes sure a spare of `kind` waits (when warm starts are on and the agent can run).
+    /// Makes sure a spare of `kind` waits (when warm starts are on, the kind is worth one
+    /// ([`AgentKind::keeps_a_warm_spare`]) and the agent can run).
     pub fn prewarm(&self, kind: AgentKind) {
-        if !self.warm_start {
+        if !self.warm_start || !kind.keeps_a_warm_spare() {
             return;
         }
         let mut spares = self.spares.lock_unpoisoned();

@@ -38,6 +38,18 @@ impl AgentKind {
         }
     }
 
+    /// Whether a warm spare of this agent is worth what it holds while it waits. `codebuff`:
+    /// yes, Node and the SDK take ~0.6 s to load (a spare starts a turn in ~56 ms instead) and
+    /// a program named by `--agent-command` may be as slow. `mock`: no, it is this executable,
+    /// its first line comes ~2 ms after the spawn (measured, `benches/README.md`), and a spare
+    /// held ~5 MB to save about that much per turn.
+    pub fn keeps_a_warm_spare(self) -> bool {
+        match self {
+            AgentKind::Codebuff => true,
+            AgentKind::Mock => false,
+        }
+    }
+
     /// Every agent, in the order `GET /v1/agents` lists them.
     pub const ALL: [AgentKind; 2] = [AgentKind::Codebuff, AgentKind::Mock];
 }
