@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::daemon::{
-    binary, describe_processes, session_members, work_dir, Daemon, DaemonOptions, TempDir,
+    binary, describe_processes, session_members, waiting_agent, work_dir, Daemon, DaemonOptions,
+    TempDir,
 };
 
 /// A `codebuffd acp` on `data_dir`, driven with raw JSON-RPC lines.
@@ -261,12 +262,7 @@ async fn a_killed_process_s_turn_is_interrupted_by_a_survivor_and_its_agent_kill
     // A also keeps a warm spare: a `codebuff` session's, of an `--agent-command` that waits
     // for its turn line (the mock keeps none).
     let bin = TempDir::new("many-kill-agent");
-    let waiting = bin.path().join("waiting-agent");
-    std::fs::write(&waiting, "#!/bin/sh\nread turn\n").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&waiting, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let waiting = waiting_agent(&bin);
     let a = Daemon::start_in_with(
         dir.path(),
         DaemonOptions {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::json;
-use support::daemon::{Daemon, DaemonOptions, TempDir};
+use support::daemon::{waiting_agent, Daemon, DaemonOptions, TempDir};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -121,12 +121,7 @@ async fn metrics_count_known_turns_without_session_ids() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_warm_spare_of_a_codebuff_session_is_counted() {
     let bin = TempDir::new("metrics-agent");
-    let agent = bin.path().join("waiting-agent");
-    std::fs::write(&agent, "#!/bin/sh\nread turn\n").unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    let agent = waiting_agent(&bin);
     let d = Daemon::start_with(DaemonOptions {
         args: vec!["--agent-command".into(), agent.display().to_string()],
         env: vec![("CODEBUFF_API_KEY".into(), "cb-metrics-key".into())],

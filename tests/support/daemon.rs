@@ -104,6 +104,17 @@ pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_codebuffd"))
 }
 
+/// An `--agent-command` (in `dir`) that reads its turn line and exits: started as a warm spare
+/// it waits, holding nothing, and exits once its stdin closes (the mock keeps no spare, so
+/// tests of spares use this).
+pub fn waiting_agent(dir: &TempDir) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let agent = dir.path().join("waiting-agent");
+    std::fs::write(&agent, "#!/bin/sh\nread turn\n").unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    agent
+}
+
 /// A data directory of its own for one daemon (the daemon creates it; `Daemon` removes it).
 fn fresh_data_dir() -> PathBuf {
     std::env::temp_dir().join(format!(
