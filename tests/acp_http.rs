@@ -75,7 +75,7 @@ async fn a_mock_session_runs_over_post_and_sse_and_delete_ends_it() {
     assert_eq!(replayed, envelopes);
 
     // DELETE: 204, the server is gone, its stream ends, its session ended.
-    let resp = d.http.delete(d.url("/v1/acp/srv-1")).send().await.unwrap();
+    let resp = d.delete("/v1/acp/srv-1").await;
     assert_eq!(resp.status(), 204);
     assert!(
         sse.next().await.is_none(),
@@ -88,7 +88,7 @@ async fn a_mock_session_runs_over_post_and_sse_and_delete_ends_it() {
     // The session stays readable.
     assert!(!d.events(&session).await.is_empty());
     // Deleting again is still 204 (as the peer answers).
-    let resp = d.http.delete(d.url("/v1/acp/srv-1")).send().await.unwrap();
+    let resp = d.delete("/v1/acp/srv-1").await;
     assert_eq!(resp.status(), 204);
     assert_eq!(
         d.wait_no_agents(Duration::from_secs(10)).await,
@@ -444,7 +444,7 @@ async fn delete_shutdown_and_a_crash_leave_no_agent_process() {
         !d.agents().await.is_empty(),
         "the hanging turn runs an agent"
     );
-    let resp = d.http.delete(d.url("/v1/acp/p1")).send().await.unwrap();
+    let resp = d.delete("/v1/acp/p1").await;
     assert_eq!(resp.status(), 204);
     let (status, text) = hanging.await.unwrap();
     assert_eq!(status, 200);
@@ -498,7 +498,7 @@ async fn delete_shutdown_and_a_crash_leave_no_agent_process() {
         Vec::<i32>::new()
     );
     // Deleting the restored server ends its session: nothing runs for it.
-    let resp = d.http.delete(d.url("/v1/acp/p2")).send().await.unwrap();
+    let resp = d.delete("/v1/acp/p2").await;
     assert_eq!(resp.status(), 204);
     assert_eq!(d.info(&session).await["ended"], true);
     assert_eq!(
@@ -604,7 +604,7 @@ async fn a_codebuff_session_answers_over_http_with_its_cost() {
     let info = d.info(&session).await;
     assert_eq!(info["agent"], "codebuff");
     assert_eq!(info["cost"]["credits"].as_f64(), Some(credits(0.05)));
-    let resp = d.http.delete(d.url("/v1/acp/cb")).send().await.unwrap();
+    let resp = d.delete("/v1/acp/cb").await;
     assert_eq!(resp.status(), 204);
     assert_eq!(
         d.wait_no_agents(Duration::from_secs(15)).await,

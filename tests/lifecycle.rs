@@ -14,11 +14,7 @@ use support::events::{of_type, turn_ends};
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn delete(d: &Daemon, id: &str) -> reqwest::Response {
-    d.http
-        .delete(d.url(&format!("/v1/sessions/{id}")))
-        .send()
-        .await
-        .expect("DELETE")
+    d.delete(&format!("/v1/sessions/{id}")).await
 }
 
 async fn list(d: &Daemon, query: &str) -> (u16, Value) {

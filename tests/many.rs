@@ -274,8 +274,7 @@ async fn a_killed_process_s_turn_is_interrupted_by_a_survivor_and_its_agent_kill
     let b = Daemon::start_in(dir.path(), &[]);
     a.create("idle-codebuff", json!({"agent": "codebuff"}))
         .await;
-    let spare = a.spares().await;
-    assert_eq!(spare.len(), 1, "A keeps a spare");
+    assert_eq!(a.spares().await.len(), 1, "A keeps a spare");
     a.create("victim", json!({"agent": "mock"})).await;
     b.create("bystander", json!({"agent": "mock"})).await;
     a.message("victim", "hang").await;

@@ -402,6 +402,13 @@ impl Daemon {
             .expect("POST")
     }
 
+    pub async fn delete(&self, path: &str) -> reqwest::Response {
+        self.auth(self.http.delete(self.url(path)))
+            .send()
+            .await
+            .expect("DELETE")
+    }
+
     pub async fn post_empty(&self, path: &str) -> reqwest::Response {
         self.auth(self.http.post(self.url(path)))
             .send()
