@@ -15,6 +15,7 @@ mod postgres_conn;
 mod postgres_outbox;
 mod postgres_shared;
 mod row;
+mod segments;
 mod sqlite;
 mod stored;
 mod tail;
