@@ -15,7 +15,6 @@ mod postgres_conn;
 mod postgres_outbox;
 mod postgres_shared;
 mod row;
-mod segments;
 mod sqlite;
 mod stored;
 mod tail;

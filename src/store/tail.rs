@@ -8,12 +8,12 @@
 //!   once committed), but never past an uncommitted `session.started`, `turn.ended` or
 //!   `session.ended` (see [`super::batched`]).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use super::segments::Segments;
 use super::StoredEvent;
 use crate::sync::LockExt;
 
@@ -40,9 +40,12 @@ pub(crate) struct SessionLog {
     appends_here: std::sync::atomic::AtomicBool,
 }
 
+/// The room a tail keeps however empty it gets (in events; 16 KiB).
+const MIN_ROOM: usize = 256;
+
 /// Recent events, contiguous, ending at `last`.
 pub(crate) struct Tail {
-    events: Segments<StoredEvent>,
+    events: VecDeque<StoredEvent>,
     last: u64,
     committed: u64,
     /// The first sequence of the last commit: events from here on stay (see [`Tail::evict`]).
@@ -69,7 +72,7 @@ impl SessionLog {
         SessionLog {
             session_id: session_id.into(),
             tail: Mutex::new(Tail {
-                events: Segments::default(),
+                events: VecDeque::new(),
                 last,
                 committed: last,
                 last_commit_from: last + 1,
@@ -305,7 +308,7 @@ impl Tail {
         if start >= end {
             return;
         }
-        let events = self.events.range(start, end);
+        let events = self.events.range(start..end);
         if raw {
             out.extend(events.cloned());
         } else {
@@ -351,6 +354,7 @@ impl Tail {
             }
         }
         self.drop_committed_raws();
+        self.release_room();
     }
 
     /// Drops the raw lines of the committed events held (see [`Tail::evict`]).
@@ -359,12 +363,24 @@ impl Tail {
         let upto = self.committed.min(self.last);
         let start = self.raw_from.max(first);
         if start <= upto {
-            let (from, to) = ((start - first) as usize, (upto - first) as usize + 1);
-            for event in self.events.range_mut(from, to) {
+            let range = (start - first) as usize..=(upto - first) as usize;
+            for event in self.events.range_mut(range) {
                 event.raw = None;
             }
         }
         self.raw_from = self.raw_from.max(upto + 1);
+    }
+
+    /// Gives back the room a burst made the tail grow to (a flood's uncommitted events, a
+    /// reader far behind) once it holds under a quarter of it: a session's tail otherwise
+    /// keeps the largest it ever was for as long as the session lives, and twenty flooding
+    /// sessions then held 3 MiB of empty room (measured with heaptrack). Halving below a
+    /// quarter keeps the cost of moving the events at most about one move per event pushed.
+    fn release_room(&mut self) {
+        let room = self.events.capacity();
+        if room > MIN_ROOM && self.events.len() < room / 4 {
+            self.events.shrink_to((room / 2).max(MIN_ROOM));
+        }
     }
 }
 
@@ -429,30 +445,23 @@ mod tests {
 
     #[test]
     fn a_burst_gives_its_room_back_once_committed() {
-        use crate::store::segments::SEGMENT;
         let log = SessionLog::new("s", 0, 128, true);
         // A flood: 10,000 events appended before the writer commits any.
         for n in 0..100 {
             log.tail().push(&events(n * 100 + 1, n * 100 + 100), false);
         }
-        assert!(log.tail().events.room() >= 10_000);
+        assert!(log.tail().events.capacity() >= 10_000);
         commit(&log, 10_000);
-        // Then commits of a few events at a time: the room follows what is kept (128
-        // events, the last commit's 10 and 256 for readers behind at most), give or take
-        // the two segments at its ends.
+        // Then commits of a few events at a time: the room shrinks, by halves, to what is
+        // kept (128 events, the last commit's 10 and 256 for readers behind at most).
         for n in 0..20 {
             let from = 10_001 + n * 10;
             log.tail().push(&events(from, from + 9), false);
             commit(&log, from + 9);
         }
-        let tail = log.tail();
-        assert_eq!(tail.events.len(), 128);
-        assert!(
-            tail.events.room() <= 128 + 2 * SEGMENT,
-            "the tail still has room for {} events",
-            tail.events.room()
-        );
-        assert_eq!(tail.first(), 10_200 - 128 + 1);
+        let room = log.tail().events.capacity();
+        assert!(room <= 1024, "the tail still has room for {room} events");
+        assert_eq!(first(&log), 10_200 - 128 + 1);
     }
 
     #[test]
