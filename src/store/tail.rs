@@ -387,7 +387,7 @@ impl Tail {
     /// Gives back the room a burst made the tail grow to (a flood's uncommitted events, a
     /// reader far behind) once it holds under half of it, keeping a quarter over what it
     /// holds: a session's tail otherwise keeps the largest it ever was, and twenty flooding
-    /// sessions held 2.6 MiB of `VecDeque` room at their heap peak (heaptrack) when it was
+    /// sessions held 2.5 MiB in their `VecDeque`s at their heap peak (heaptrack) when it was
     /// given back only under a quarter. With growth by a quarter ([`Tail::make_room`]) the
     /// room stays within twice what is held; each move of the events on a shrink or growth
     /// is paid for by at least a quarter as many pushes or trims since the last.
