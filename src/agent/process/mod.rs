@@ -48,8 +48,8 @@ use stdin::{closed, write_stdin, StdinLine};
 use supervisor::{supervise, Group, GroupGuard, Supervisor};
 
 /// Read chunks buffered between the readers and the consumer before the readers wait: the
-/// pipe buffers more behind them. Each is up to 32 KiB its lines keep alive; four per agent
-/// held ~2.6 MB for twenty flooding agents, and two keep the consumer as busy.
+/// pipe buffers more behind them. Each is a read (up to 8 KiB) its lines keep alive; four of
+/// 32 KiB per agent held ~2.6 MB for twenty flooding agents, and two keep the consumer as busy.
 const CHANNEL_BATCHES: usize = 2;
 /// How long after the leader's exit the readers wait for their pipes to reach EOF.
 pub const PIPE_EOF_GRACE: Duration = Duration::from_millis(500);
