@@ -15,9 +15,10 @@ use crate::agent::framing::{Frame, LineFramer};
 
 /// Bytes asked for per read of the agent's stdout (a pipe holds 64 KiB by default). A read's
 /// lines keep its buffer alive until their events are committed, so a smaller read holds less
-/// in flight: with 8 KiB rather than 32, twenty flooding sessions peaked 1.35 MiB lower, their
-/// events reached readers sooner (p99 265 → 181 ms) and the CPU per event stayed the same
-/// (`load`, 70 rounds each; benches/README, nineteenth session).
+/// in flight: with 8 KiB rather than 32, twenty flooding sessions peaked 1.2 MiB lower and
+/// their events reached readers sooner (p99 270 → 184 ms), for 2–5 % more CPU per event (a
+/// flood is read four times as often; `load`, 100 rounds each; benches/README, nineteenth
+/// session).
 const READ_CHUNK: usize = 8 * 1024;
 /// Bytes asked for per read of its stderr: a few diagnostics, not a stream; each running agent
 /// holds its read buffers for its whole turn.
