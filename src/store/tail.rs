@@ -374,13 +374,15 @@ impl Tail {
         self.raw_from = self.raw_from.max(upto + 1);
     }
 
-    /// Grows the room for `more` events by a quarter (not by doubling, as a `VecDeque` would):
-    /// a burst's room is then at most a quarter over what the burst holds (see
+    /// Grows the room for `more` events: by doubling while the tail is small (a new session's
+    /// first events, few moves), then by a quarter (not by doubling, as a `VecDeque` would),
+    /// so a burst's room is at most a quarter over what the burst holds (see
     /// [`Tail::release_room`]).
     fn make_room(&mut self, more: usize) {
         let len = self.events.len();
         if len + more > self.events.capacity() {
-            self.events.reserve_exact(more + len / ROOM_STEP);
+            let grow = if len < MIN_ROOM { len } else { len / ROOM_STEP };
+            self.events.reserve_exact(more + grow);
         }
     }
 
