@@ -273,10 +273,8 @@ impl Coordination for SqliteShared {
 
     fn claim(&self, session_id: &str, from: &str, to: &str) -> Result<bool, StoreError> {
         let changed = self.with(|c| {
-            c.execute(
-                "UPDATE sessions SET owner = ?3 WHERE session_id = ?1 AND owner = ?2",
-                params![session_id, from, to],
-            )
+            c.prepare_cached("UPDATE sessions SET owner = ?3 WHERE session_id = ?1 AND owner = ?2")?
+                .execute(params![session_id, from, to])
         })?;
         Ok(changed == 1)
     }
