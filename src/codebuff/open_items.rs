@@ -49,7 +49,8 @@ pub(crate) enum Streamed {
 /// One open item and the text it has streamed.
 #[derive(Debug)]
 pub(crate) struct OpenItem {
-    pub item_id: String,
+    /// Shared with each delta drafted (see [`ItemDeltaData::item_id`]).
+    pub item_id: Arc<str>,
     pub native_item_id: Option<String>,
     pub parent_id: Option<String>,
     streamed: Streamed,
@@ -68,7 +69,7 @@ impl OpenItem {
         out: &mut Vec<EventDraft>,
     ) -> OpenItem {
         let open = OpenItem {
-            item_id,
+            item_id: item_id.into(),
             native_item_id,
             parent_id,
             streamed,
@@ -161,7 +162,7 @@ impl OpenItem {
             ),
         };
         Item {
-            item_id: self.item_id.clone(),
+            item_id: self.item_id.to_string(),
             native_item_id: self.native_item_id.clone(),
             parent_id: self.parent_id.clone(),
             kind,

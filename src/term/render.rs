@@ -75,7 +75,7 @@ impl Renderer {
                 }
             }
             EventData::ItemStarted(d) => self.started(&d.item, out),
-            EventData::ItemDelta(d) => match self.items.get(&d.item_id) {
+            EventData::ItemDelta(d) => match self.items.get(&*d.item_id) {
                 Some(open) if open.depth == 0 && open.role == Some(ItemRole::Assistant) => {
                     if open.kind != ItemKind::Message {
                         return;

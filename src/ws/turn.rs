@@ -22,7 +22,7 @@ pub struct TurnProjection {
     /// Top-level assistant text items: their deltas are the answer's chunks.
     text_items: HashSet<String>,
     /// The item whose delta was the last chunk.
-    last_chunk_item: Option<String>,
+    last_chunk_item: Option<std::sync::Arc<str>>,
     /// The turn's top-level messages and tools, in both shapes.
     history: History,
     tool_calls: Vec<ToolCall>,
@@ -57,11 +57,11 @@ impl TurnProjection {
                 self.text_items.insert(d.item.item_id.clone());
             }
             EventData::ItemDelta(d)
-                if self.text_items.contains(&d.item_id) && !d.delta.is_empty() =>
+                if self.text_items.contains(&*d.item_id) && !d.delta.is_empty() =>
             {
                 // A later message of the turn starts on a paragraph of its own.
                 let chunk = match &self.last_chunk_item {
-                    Some(last) if *last != d.item_id => format!("\n\n{}", d.delta),
+                    Some(last) if **last != *d.item_id => format!("\n\n{}", d.delta),
                     _ => d.delta.clone(),
                 };
                 self.last_chunk_item = Some(d.item_id.clone());

@@ -53,8 +53,7 @@ impl CodebuffConverter {
     ) {
         let owner = self.subagents.owner(e.agent_id.as_deref());
         self.open.close_reasoning_of(&owner, out);
-        self.message_of(owner, raw.clone(), out)
-            .append(e.text, raw, out);
+        self.message_of(owner, &raw, out).append(e.text, raw, out);
     }
 
     pub(super) fn text(&mut self, e: TextEvent, raw: Option<RawLine>, out: &mut Vec<EventDraft>) {
@@ -439,15 +438,18 @@ impl CodebuffConverter {
     // ----- helpers ---------------------------------------------------------------------------
 
     /// The open message of `owner`, opened (with its `item.started`) if it is not.
+    /// `raw` is cloned only if the message opens here (a delta's line is shared by
+    /// reference counts that several threads touch: no clone it does not need).
     fn message_of(
         &mut self,
         owner: Owner,
-        raw: Option<RawLine>,
+        raw: &Option<RawLine>,
         out: &mut Vec<EventDraft>,
     ) -> &mut OpenItem {
         let (ids, subagents) = (&mut self.ids, &self.subagents);
-        self.open
-            .message_or_open(owner, |owner| new_message(ids, subagents, owner, raw, out))
+        self.open.message_or_open(owner, |owner| {
+            new_message(ids, subagents, owner, raw.clone(), out)
+        })
     }
 
     /// A status line from the agent (start, fork types, …): started and completed at once.
