@@ -18,6 +18,7 @@ use super::extract::{ApiPath, ApiQuery};
 use super::problem::Problem;
 use super::AppState;
 use crate::session::{Follow, LoggedEvent};
+use crate::universal::Digits;
 
 /// Default and largest `limit` of a poll.
 const DEFAULT_LIMIT: usize = 1000;
@@ -194,9 +195,13 @@ fn closes_turn(event: &LoggedEvent) -> bool {
 }
 
 /// Appends one event as SSE: `id: <sequence>`, `data: <json>` (compact JSON has no newline).
+///
+/// The id's digits are written by hand: `write!` spent more on the formatting machinery than
+/// on copying the event's JSON (2 % of a 20-session flood's daemon CPU).
 fn push_sse(out: &mut String, event: &LoggedEvent, include_raw: bool) {
-    use std::fmt::Write;
-    let _ = write!(out, "id: {}\ndata: ", event.sequence);
+    out.push_str("id: ");
+    out.push_str(Digits::default().of(event.sequence));
+    out.push_str("\ndata: ");
     out.push_str(&event.json(include_raw));
     out.push_str("\n\n");
 }

@@ -50,10 +50,16 @@ impl Batch {
     /// A batch for about `bytes` bytes: its buffer is what the lines of one read keep alive
     /// (they are slices of it), so it is not made larger than they need.
     fn new(stream: OutputStream, bytes: usize) -> Batch {
+        Batch::with_lines(stream, bytes, 0)
+    }
+
+    /// A batch for about `bytes` bytes in about `lines` lines: room for the frames up front
+    /// (grown one line at a time, a read of a flood's short lines reallocated them seven times).
+    fn with_lines(stream: OutputStream, bytes: usize, lines: usize) -> Batch {
         Batch {
             stream,
             bytes: Vec::with_capacity(bytes),
-            frames: Vec::new(),
+            frames: Vec::with_capacity(lines),
             oversized: Vec::new(),
         }
     }
@@ -162,7 +168,9 @@ pub(super) async fn read_output<R: AsyncRead + Unpin>(
         match result {
             Ok(0) => break,
             Ok(n) => {
-                let mut batch = Batch::new(stream, n);
+                // Each line break read ends one frame (of a line begun here or before).
+                let lines = buf[..n].iter().filter(|&&b| b == b'\n').count();
+                let mut batch = Batch::with_lines(stream, n, lines);
                 framer.push(&buf[..n], &mut |frame| batch.push(frame));
                 if !batch.frames.is_empty() && events.send(Message::Output(batch)).await.is_err() {
                     return; // nobody listens any more
