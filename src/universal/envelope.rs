@@ -82,20 +82,35 @@ pub fn json_string(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
 }
 
-/// A number's decimal digits, without allocating.
+/// A number's decimal digits, without allocating: two digits per division (run for every
+/// event's sequence in its envelope, its SSE id and its compact stored line, the loop of one
+/// digit per division was 1.3 % of a 20-session flood's daemon CPU).
 #[derive(Default)]
 pub struct Digits([u8; 20]);
+
+/// "00" to "99", back to back.
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
 
 impl Digits {
     pub fn of(&mut self, mut n: u64) -> &str {
         let mut at = self.0.len();
-        loop {
+        while n >= 100 {
+            let pair = (n % 100) as usize * 2;
+            n /= 100;
+            at -= 2;
+            self.0[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        }
+        if n >= 10 {
+            let pair = n as usize * 2;
+            at -= 2;
+            self.0[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        } else {
             at -= 1;
-            self.0[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
+            self.0[at] = b'0' + n as u8;
         }
         // ASCII digits.
         std::str::from_utf8(&self.0[at..]).unwrap_or("0")
@@ -136,6 +151,31 @@ pub(crate) fn sample_drafts() -> Vec<crate::universal::EventDraft> {
 mod tests {
     use super::*;
     use crate::universal::{EventData, EventDraft, UniversalEvent};
+
+    #[test]
+    fn digits_are_the_decimal_form() {
+        let mut digits = Digits::default();
+        for n in [
+            0,
+            7,
+            9,
+            10,
+            42,
+            99,
+            100,
+            101,
+            999,
+            1_000,
+            12_345,
+            1 << 40,
+            u64::MAX,
+        ] {
+            assert_eq!(digits.of(n), n.to_string());
+        }
+        for n in 0..10_000u64 {
+            assert_eq!(digits.of(n), n.to_string());
+        }
+    }
 
     #[test]
     fn the_written_envelope_is_the_serialized_event() {
