@@ -7,7 +7,8 @@
 //! written before the commit returns). A commit holding `turn.ended`, `session.ended` or a new
 //! session is also synced to disk (`synchronous=FULL` for that commit, `NORMAL` otherwise), so
 //! it survives a power loss together with everything committed before it; ordinary event
-//! batches do not pay an fsync each.
+//! batches do not pay an fsync each, nor do the small writes of the other connections (claims,
+//! the inbox, webhook deliveries: [`open_connection`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
