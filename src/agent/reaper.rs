@@ -26,6 +26,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::time::Instant;
 
+use super::procfs;
 use crate::sync::LockExt;
 
 /// Whether this process became a child subreaper (only then are orphans ours to reap).
@@ -82,8 +83,7 @@ static REAPS: Coalesced = Coalesced::new();
 /// Called at the end of every turn, after its leader was reaped (so what it orphaned is this
 /// process's already). A reap covers every orphan of the process, so calls that arrive while
 /// one runs share the next: when twenty turns end together, the process tree is read a few
-/// times, not twenty (each read opens every process's `stat`: 1.5 ms with 64 processes,
-/// measured, 4 % of a 20-session flood's CPU when every turn read it).
+/// times, not twenty (each read opens every process's `stat`).
 pub async fn reap_orphans(limit: Duration) {
     if !SUBREAPER.load(Ordering::Acquire) {
         return;
@@ -169,17 +169,11 @@ pub(crate) struct ProcessTree {
 impl ProcessTree {
     /// Reads `/proc/*/stat` (processes that vanish meanwhile are skipped).
     pub(crate) fn scan() -> ProcessTree {
-        use std::fmt::Write as _;
-        use std::io::Read as _;
-
         let mut tree = ProcessTree::default();
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return tree;
         };
-        let mut path = String::with_capacity(32);
-        // One read: the parent comes within the first 60 bytes or so (after a command of at
-        // most 64 bytes), so a longer line cut short still has it.
-        let mut stat = [0u8; 512];
+        let mut stat = [0u8; procfs::STAT_BYTES];
         for entry in dir.flatten() {
             let Some(pid) = entry
                 .file_name()
@@ -188,15 +182,7 @@ impl ProcessTree {
             else {
                 continue;
             };
-            path.clear();
-            let _ = write!(path, "/proc/{pid}/stat");
-            let Ok(mut file) = std::fs::File::open(&path) else {
-                continue;
-            };
-            let Ok(n) = file.read(&mut stat) else {
-                continue;
-            };
-            if let Some(ppid) = parent_of(&stat[..n]) {
+            if let Some(ppid) = procfs::read_stat(pid, &mut stat).and_then(procfs::parent_pid) {
                 tree.children.entry(ppid).or_default().push(pid);
             }
         }
@@ -233,30 +219,9 @@ impl ProcessTree {
     }
 }
 
-/// The parent pid in a `/proc/<pid>/stat` line: the 4th field, after the command in
-/// parentheses (which may itself hold spaces and parentheses).
-/// The command is whatever bytes the process named itself; what follows it is ASCII.
-fn parent_of(stat: &[u8]) -> Option<u32> {
-    let rest = &stat[stat.iter().rposition(|&b| b == b')')? + 1..];
-    std::str::from_utf8(rest)
-        .ok()?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_parent_is_read_past_odd_command_names() {
-        assert_eq!(parent_of(b"12 (sh) S 7 12 12 0"), Some(7));
-        assert_eq!(parent_of(b"12 (a (b) c) R 99 12 12 0"), Some(99));
-        assert_eq!(parent_of(b"12 (\xff\xfe) S 8 12 12 0"), Some(8));
-        assert_eq!(parent_of(b"garbage"), None);
-    }
 
     #[test]
     fn descendants_are_the_whole_subtree() {
