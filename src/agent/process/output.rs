@@ -47,15 +47,11 @@ const OVERSIZED: u32 = 1 << 31;
 const MAX_LINE: usize = (OVERSIZED - 1) as usize;
 
 impl Batch {
-    /// A batch for about `bytes` bytes: its buffer is what the lines of one read keep alive
-    /// (they are slices of it), so it is not made larger than they need.
-    fn new(stream: OutputStream, bytes: usize) -> Batch {
-        Batch::with_lines(stream, bytes, 0)
-    }
-
-    /// A batch for about `bytes` bytes in about `lines` lines: room for the frames up front
-    /// (grown one line at a time, a read of a flood's short lines reallocated them seven times).
-    fn with_lines(stream: OutputStream, bytes: usize, lines: usize) -> Batch {
+    /// A batch for about `bytes` bytes in about `lines` lines. Its buffer is what the lines of
+    /// one read keep alive (they are slices of it), so it is not made larger than they need;
+    /// its frames get their room up front (grown one line at a time, a read of a flood's short
+    /// lines reallocated them seven times).
+    fn new(stream: OutputStream, bytes: usize, lines: usize) -> Batch {
         Batch {
             stream,
             bytes: Vec::with_capacity(bytes),
@@ -140,6 +136,8 @@ pub(super) async fn read_output<R: AsyncRead + Unpin>(
         OutputStream::Stderr => STDERR_READ_CHUNK,
     };
     let mut buf = vec![0u8; chunk];
+    // The lines of the last read: the next one's are about as many (a flood's reads are alike).
+    let mut lines = 0;
     loop {
         let deadline = *eof_deadline.borrow_and_update();
         let result = match deadline {
@@ -168,10 +166,9 @@ pub(super) async fn read_output<R: AsyncRead + Unpin>(
         match result {
             Ok(0) => break,
             Ok(n) => {
-                // Each line break read ends one frame (of a line begun here or before).
-                let lines = buf[..n].iter().filter(|&&b| b == b'\n').count();
-                let mut batch = Batch::with_lines(stream, n, lines);
+                let mut batch = Batch::new(stream, n, lines);
                 framer.push(&buf[..n], &mut |frame| batch.push(frame));
+                lines = batch.frames.len();
                 if !batch.frames.is_empty() && events.send(Message::Output(batch)).await.is_err() {
                     return; // nobody listens any more
                 }
@@ -183,7 +180,7 @@ pub(super) async fn read_output<R: AsyncRead + Unpin>(
             }
         }
     }
-    let mut batch = Batch::new(stream, 0);
+    let mut batch = Batch::new(stream, 0, 1);
     framer.finish(&mut |frame| batch.push(frame));
     if !batch.frames.is_empty() {
         let _ = events.send(Message::Output(batch)).await;
