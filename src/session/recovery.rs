@@ -89,10 +89,7 @@ impl LogSummary {
             }
             EventData::ItemDelta(d) => {
                 if let Some(turn) = &mut self.open_turn {
-                    if let Some(item) = turn
-                        .open_items
-                        .iter_mut()
-                        .find(|i| *i.item_id == *d.item_id)
+                    if let Some(item) = turn.open_items.iter_mut().find(|i| i.item_id == *d.item_id)
                     {
                         append_delta(item, &d.delta);
                     }

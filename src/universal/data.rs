@@ -162,7 +162,7 @@ pub struct ItemEventData {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ItemDeltaData {
     /// Shared, not copied: an open item drafts one delta per agent line with its id, and a
-    /// `String` each cost a tenth of a flood's conversion (an allocation and its free).
+    /// `String` each (an allocation and its free) was 2.9 % of a 20-session flood's daemon CPU.
     #[schema(value_type = String)]
     pub item_id: std::sync::Arc<str>,
     #[schema(required = true)]

@@ -61,7 +61,7 @@ impl TurnProjection {
             {
                 // A later message of the turn starts on a paragraph of its own.
                 let chunk = match &self.last_chunk_item {
-                    Some(last) if **last != *d.item_id => format!("\n\n{}", d.delta),
+                    Some(last) if *last != d.item_id => format!("\n\n{}", d.delta),
                     _ => d.delta.clone(),
                 };
                 self.last_chunk_item = Some(d.item_id.clone());

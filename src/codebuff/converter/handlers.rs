@@ -437,9 +437,9 @@ impl CodebuffConverter {
 
     // ----- helpers ---------------------------------------------------------------------------
 
-    /// The open message of `owner`, opened (with its `item.started`) if it is not.
-    /// `raw` is cloned only if the message opens here (a delta's line is shared by
-    /// reference counts that several threads touch: no clone it does not need).
+    /// The open message of `owner`, opened (with its `item.started`, from a clone of `raw`) if
+    /// it is not: a line is cloned only then (its reference count is touched from several
+    /// threads).
     fn message_of(
         &mut self,
         owner: Owner,
